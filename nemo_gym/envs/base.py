@@ -1,0 +1,93 @@
+"""Concrete bases for environments: `Env` and `BasicEpisode`.
+
+Neither is required (the protocols are structural), but most environments are a
+subclass of `Env` that overrides `tasks()` and, for tools or state, `open()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from nemo_gym.protocols import Harness, Sandbox, Verifier, VerifyFunction, as_verifier
+from nemo_gym.records import Task
+from nemo_gym.tools import Tool
+
+
+class BasicEpisode:
+    """An episode holding tools, a mutable `state` and an optional sandbox.
+
+    `on_close` callbacks run on exit in reverse order, also on error or cancellation;
+    the sandbox, if any, is closed last.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[Tool] = (),
+        *,
+        state: Any = None,
+        sandbox: Sandbox | None = None,
+    ) -> None:
+        self.tools: Sequence[Tool] = tuple(tools)
+        self.state = state
+        self.sandbox = sandbox
+        self._on_close: list[Callable[[], Awaitable[None]]] = []
+
+    def on_close(self, callback: Callable[[], Awaitable[None]]) -> None:
+        self._on_close.append(callback)
+
+    def final_state(self) -> Any:
+        """What the verifier sees as `trajectory.final_state`; the state by default."""
+        return self.state
+
+    async def __aenter__(self) -> BasicEpisode:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        errors: list[BaseException] = []
+        for callback in reversed(self._on_close):
+            try:
+                await callback()
+            except Exception as exc:  # keep closing the rest
+                errors.append(exc)
+        if self.sandbox is not None:
+            await self.sandbox.close()
+        if errors:
+            raise errors[0]
+
+
+class Env:
+    """A base environment: a name, a verifier, tasks, and an episode per rollout.
+
+    Subclasses override `tasks()` and, when they have tools or state, `open()`.
+    `harness` is the loop the runner uses when the caller names none.
+    """
+
+    name: str = "env"
+    harness: Harness | None = None
+
+    def __init__(
+        self,
+        verifier: Verifier | VerifyFunction,
+        *,
+        name: str | None = None,
+        tasks: Iterable[Task] | None = None,
+        harness: Harness | None = None,
+    ) -> None:
+        self.verifier: Verifier = as_verifier(verifier)
+        if name is not None:
+            self.name = name
+        self._tasks = list(tasks) if tasks is not None else None
+        if harness is not None:
+            self.harness = harness
+
+    def tasks(self, split: str = "test", limit: int | None = None) -> Iterable[Task]:
+        if self._tasks is None:
+            raise NotImplementedError(f"{type(self).__name__} must implement tasks()")
+        return self._tasks[:limit] if limit is not None else self._tasks
+
+    async def open(self, task: Task) -> BasicEpisode:
+        return BasicEpisode()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"

@@ -1,0 +1,32 @@
+"""Model adapters. Each is imported on first use, so `import nemo_gym` stays fast."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from nemo_gym.models.base import ModelAdapter, RetryPolicy
+
+if TYPE_CHECKING:
+    from nemo_gym.models.anthropic import Anthropic
+    from nemo_gym.models.local import Local
+    from nemo_gym.models.openai import OpenAIChat, OpenAICompletions, OpenAIResponses
+    from nemo_gym.models.scripted import ScriptedModel
+
+_LAZY = {
+    "OpenAIChat": "nemo_gym.models.openai",
+    "OpenAIResponses": "nemo_gym.models.openai",
+    "OpenAICompletions": "nemo_gym.models.openai",
+    "Anthropic": "nemo_gym.models.anthropic",
+    "Local": "nemo_gym.models.local",
+    "ScriptedModel": "nemo_gym.models.scripted",
+}
+
+__all__ = ["ModelAdapter", "RetryPolicy", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nemo_gym.models' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,153 @@
+"""The five protocols, plus the Episode and Sandbox they hand out.
+
+They are structural (`typing.Protocol`): any object with these methods qualifies, no
+base class needed. Where a protocol has one method, a plain async function is accepted
+too (see `as_verifier`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from nemo_gym.records import (
+    Event,
+    ExecResult,
+    ModelRequest,
+    ModelResponse,
+    Observation,
+    Rewards,
+    SandboxSpec,
+    Task,
+    Trajectory,
+)
+
+if TYPE_CHECKING:
+    from nemo_gym.tools import Tool
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Turns a request into a response."""
+
+    async def generate(self, request: ModelRequest) -> ModelResponse: ...
+
+
+@runtime_checkable
+class Verifier(Protocol):
+    """Scores a finished trajectory. Returns a float or `Rewards`."""
+
+    async def verify(self, task: Task, trajectory: Trajectory) -> Rewards | float: ...
+
+
+VerifyFunction = Callable[[Task, Trajectory], Awaitable["Rewards | float"]]
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """An isolated place to run untrusted code.
+
+    `exec` never raises for what the command did (non-zero exit, timeout, too much
+    output are in the `ExecResult`); it raises `SandboxError` when the sandbox itself
+    is unusable. `close` is idempotent.
+    """
+
+    async def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> ExecResult: ...
+
+    async def write_file(self, path: str, data: str | bytes) -> None: ...
+
+    async def read_file(self, path: str) -> bytes: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class SandboxProvider(Protocol):
+    """Starts sandboxes: `async with provider.start(spec) as sandbox: ...`."""
+
+    name: str
+
+    def start(self, spec: SandboxSpec | None = None) -> AbstractAsyncContextManager[Sandbox]: ...
+
+
+@runtime_checkable
+class Episode(Protocol):
+    """The per-rollout resources of one task: tools, state, an optional sandbox.
+
+    An async context manager: everything it started is released on exit, also on error
+    and cancellation. `final_state()` is what a stateful verifier checks.
+    """
+
+    tools: Sequence[Tool]
+    sandbox: Sandbox | None
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc_info: object) -> bool | None: ...
+
+    def final_state(self) -> Any: ...
+
+
+@runtime_checkable
+class MultiStepEpisode(Episode, Protocol):
+    """An episode driven by actions, Gymnasium style."""
+
+    async def step(self, action: str) -> Observation: ...
+
+
+@runtime_checkable
+class Harness(Protocol):
+    """The agent loop: yields the messages, tool results and observations it produces."""
+
+    def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]: ...
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """Tasks, per-rollout episodes and the verifier. May name a default `harness`."""
+
+    name: str
+    verifier: Verifier
+
+    def tasks(self, split: str = "test", limit: int | None = None) -> Iterable[Task]: ...
+
+    async def open(self, task: Task) -> Episode: ...
+
+
+class _FunctionVerifier:
+    """A plain `async def verify(task, trajectory)` seen as a `Verifier`."""
+
+    __slots__ = ("__name__", "fn")
+
+    def __init__(self, fn: VerifyFunction) -> None:
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", "verify")
+
+    async def verify(self, task: Task, trajectory: Trajectory) -> Rewards | float:
+        return await self.fn(task, trajectory)
+
+    def __repr__(self) -> str:
+        return f"Verifier({self.__name__})"
+
+
+def as_verifier(obj: Verifier | VerifyFunction) -> Verifier:
+    """Accept a `Verifier` or a plain async function `(task, trajectory) -> float | Rewards`."""
+    if hasattr(obj, "verify"):
+        return obj  # type: ignore[return-value]
+    if inspect.iscoroutinefunction(obj) or (
+        callable(obj) and inspect.iscoroutinefunction(getattr(obj, "__call__", None))
+    ):
+        return _FunctionVerifier(obj)
+    raise TypeError(
+        f"expected a Verifier or an async function (task, trajectory), got {obj!r}"
+    )

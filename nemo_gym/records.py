@@ -1,0 +1,430 @@
+"""The records: pydantic v2 models for everything a rollout touches.
+
+`Rollout` is the one persisted shape (one JSON line each); its JSON Schema is exported by
+`rollout_json_schema()` and versioned by `SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from nemo_gym.errors import FailureKind, HarnessError
+
+SCHEMA_VERSION = 1
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolCall(_Value):
+    """A function call requested by the model. `arguments` is the raw JSON text it wrote."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict; raises `ValueError` when they are not a JSON object."""
+        value = json.loads(self.arguments or "{}")
+        if not isinstance(value, dict):
+            raise ValueError(f"tool arguments must be a JSON object, got {type(value).__name__}")
+        return value
+
+
+class Message(_Value):
+    """One chat message in the OpenAI chat shape, plus `reasoning` for thinking models."""
+
+    role: Role
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @classmethod
+    def system(cls, content: str) -> Message:
+        return cls(role="system", content=content)
+
+    @classmethod
+    def user(cls, content: str) -> Message:
+        return cls(role="user", content=content)
+
+    @classmethod
+    def assistant(cls, content: str | None = None, **fields: Any) -> Message:
+        return cls(role="assistant", content=content, **fields)
+
+    @classmethod
+    def tool(cls, content: str, *, tool_call_id: str, name: str | None = None) -> Message:
+        return cls(role="tool", content=content, tool_call_id=tool_call_id, name=name)
+
+
+class ToolSpec(_Value):
+    """A tool the model may call: a name, a description and JSON-Schema parameters."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+class Task(_Value):
+    """One problem: the opening messages, the gold answer (if any) and free metadata.
+
+    `Task(prompt="2+2?", answer="4")` is shorthand for a single user message. Without an
+    `id`, one is derived from the content, so the same task always has the same id.
+    """
+
+    id: str = ""
+    prompt: str | None = None
+    messages: tuple[Message, ...] = ()
+    answer: Any = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if not data.get("messages"):
+            prompt = data.get("prompt")
+            if prompt is None:
+                raise ValueError("a Task needs a prompt or messages")
+            data["messages"] = (Message(role="user", content=prompt),)
+        if not data.get("id"):
+            canon = json.dumps(
+                {
+                    "messages": [
+                        m.model_dump(mode="json") if isinstance(m, Message) else m
+                        for m in data["messages"]
+                    ],
+                    "answer": data.get("answer"),
+                },
+                sort_keys=True,
+                default=str,
+            )
+            data["id"] = hashlib.sha256(canon.encode()).hexdigest()[:16]
+        return data
+
+
+class Sampling(_Value):
+    """Sampling parameters. `None` means: the adapter's (or server's) default."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    stop: tuple[str, ...] | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    def merged_over(self, base: Sampling) -> Sampling:
+        """These settings, with every unset field taken from `base`."""
+        update = {
+            name: getattr(base, name)
+            for name in ("temperature", "top_p", "max_tokens", "seed", "stop")
+            if getattr(self, name) is None and getattr(base, name) is not None
+        }
+        if base.extra:
+            update["extra"] = {**base.extra, **self.extra}
+        return self.model_copy(update=update) if update else self
+
+
+class ModelRequest(_Value):
+    """What a harness asks of a model. `model`/`base_url` override the adapter's own."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    sampling: Sampling = Sampling()
+    model: str | None = None
+    base_url: str | None = None
+
+
+class Usage(_Value):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ModelResponse(_Value):
+    """The assistant's reply, and the exact tokens where the backend gives them."""
+
+    message: Message
+    finish_reason: str | None = None
+    usage: Usage = Usage()
+    latency_s: float = 0.0
+    model: str | None = None
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = None
+
+
+class ModelCall(_Record):
+    """One model call as it happened: request, response (or error), latency."""
+
+    request: ModelRequest
+    response: ModelResponse | None = None
+    error: str | None = None
+    latency_s: float = 0.0
+
+
+class ToolResult(_Record):
+    """One executed tool call. `error` is set when the tool failed (shown to the model)."""
+
+    call_id: str
+    name: str
+    arguments: str
+    output: str
+    error: str | None = None
+    latency_s: float = 0.0
+
+
+class Observation(_Record):
+    """One step of a multi-step environment (Gymnasium style)."""
+
+    action: str
+    observation: str
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+Event = Message | ToolResult | Observation
+"""What a harness yields. Model calls are captured by the runner's model wrapper."""
+
+
+class TokenTrace(_Value):
+    """A whole multi-turn trajectory as one token sequence, for training.
+
+    `loss_mask[i]` is 1 where the policy generated `token_ids[i]`; `logprobs[i]` is its
+    behaviour logprob there, 0.0 elsewhere.
+    """
+
+    token_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+
+
+class Trajectory(_Record):
+    """Everything a harness produced for one task: what a verifier scores."""
+
+    messages: list[Message] = Field(default_factory=list)
+    model_calls: list[ModelCall] = Field(default_factory=list)
+    tool_results: list[ToolResult] = Field(default_factory=list)
+    observations: list[Observation] = Field(default_factory=list)
+    final_state: Any = None
+
+    @property
+    def final_text(self) -> str:
+        """The content of the last assistant message ('' when there is none)."""
+        for message in reversed(self.messages):
+            if message.role == "assistant":
+                return message.content or ""
+        return ""
+
+    @property
+    def step_rewards(self) -> list[float]:
+        return [o.reward for o in self.observations]
+
+    def token_trace(self) -> TokenTrace:
+        """Join every model call's exact tokens into one sequence with a loss mask.
+
+        Each call's prompt ids must extend the previous call's prompt + completion; a
+        backend that re-rendered the history breaks that, and this raises `HarnessError`
+        rather than train on tokens the policy never saw.
+        """
+        ids: list[int] = []
+        mask: list[int] = []
+        logprobs: list[float] = []
+        for index, call in enumerate(self.model_calls):
+            response = call.response
+            if response is None:
+                continue
+            prompt = response.prompt_token_ids
+            completion = response.completion_token_ids
+            if prompt is None or completion is None:
+                raise HarnessError(f"model call {index} carries no token ids")
+            if prompt[: len(ids)] != ids:
+                raise HarnessError(
+                    f"model call {index}: prompt tokens do not extend the previous turn "
+                    "(the history was re-tokenized)"
+                )
+            added = prompt[len(ids) :]
+            ids.extend(added)
+            mask.extend([0] * len(added))
+            logprobs.extend([0.0] * len(added))
+            ids.extend(completion)
+            mask.extend([1] * len(completion))
+            logprobs.extend(response.completion_logprobs or [0.0] * len(completion))
+        return TokenTrace(token_ids=ids, loss_mask=mask, logprobs=logprobs)
+
+
+class Rewards(_Value):
+    """A primary `reward` plus named components and metadata (e.g. the extracted answer)."""
+
+    reward: float
+    components: dict[str, float] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, value: Rewards | float | bool | int) -> Rewards:
+        """Coerce a verifier's return value (a number, a bool or `Rewards`)."""
+        if isinstance(value, Rewards):
+            return value
+        if isinstance(value, bool | int | float):
+            reward = float(value)
+            if math.isnan(reward):
+                raise ValueError("a verifier returned NaN")
+            return cls(reward=reward)
+        raise TypeError(f"a verifier must return a float or Rewards, got {type(value).__name__}")
+
+    @classmethod
+    def weighted(
+        cls, components: dict[str, float], weights: dict[str, float], **metadata: Any
+    ) -> Rewards:
+        """`reward` = the weighted sum of the named components (missing weights count 0)."""
+        reward = sum(components[name] * weights.get(name, 0.0) for name in components)
+        return cls(reward=reward, components=dict(components), metadata=metadata)
+
+
+class Failure(_Value):
+    """Why a rollout failed: the kind, a finer code, the message and where it happened."""
+
+    kind: FailureKind
+    code: str
+    message: str
+    error_type: str
+    where: Literal["open", "harness", "verify", "close", "runner"] = "harness"
+    traceback: str | None = None
+
+
+class Timings(_Value):
+    started_at: float
+    duration_s: float
+    model_s: float = 0.0
+    tool_s: float = 0.0
+    verify_s: float = 0.0
+
+
+class Rollout(_Record):
+    """One finished rollout: the persisted record (one JSON line)."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    env: str
+    task_id: str
+    repeat: int
+    seed: int | None
+    task: Task
+    trajectory: Trajectory
+    rewards: Rewards | None = None
+    status: Literal["ok", "failed"]
+    failure: Failure | None = None
+    timings: Timings
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def reward(self) -> float | None:
+        """The primary reward, or None for a failed rollout (masked, never 0)."""
+        return self.rewards.reward if self.ok and self.rewards is not None else None
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.trajectory.messages
+
+
+class ExecResult(_Value):
+    """The outcome of one command run in a sandbox. A negative exit code is a signal."""
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    duration_s: float = 0.0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class ResourceLimits(_Value):
+    """Per-exec limits a sandbox enforces. `None` means: the provider's default."""
+
+    cpu_seconds: float | None = 10.0
+    memory_bytes: int | None = 1 << 30
+    file_size_bytes: int | None = 64 << 20
+    open_files: int | None = 256
+    processes: int | None = 64
+    output_bytes: int | None = 1 << 20
+
+
+class SandboxSpec(_Value):
+    """What a sandbox should be: image (for container providers), limits, network, env."""
+
+    image: str | None = None
+    limits: ResourceLimits = ResourceLimits()
+    network: bool = False
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str = "/work"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Stats(_Value):
+    n: int
+    mean: float
+    std: float
+    min: float
+    max: float
+
+
+class RunMetrics(_Value):
+    """Metrics of a run, computed from the persisted rollouts (last row per key wins)."""
+
+    n_rollouts: int
+    n_ok: int
+    n_failed: int
+    n_tasks: int
+    failures_by_kind: dict[str, int]
+    failures_by_code: dict[str, int]
+    rewards: dict[str, Stats]
+    pass_at_k: dict[int, float]
+    success_threshold: float
+
+
+def rollout_json_schema() -> dict[str, Any]:
+    """The JSON Schema of one line of `rollouts.jsonl`."""
+    schema = Rollout.model_json_schema()
+    schema["$id"] = f"https://nemo-gym/rollout.v{SCHEMA_VERSION}.json"
+    return schema
