@@ -144,10 +144,7 @@ def as_verifier(obj: Verifier | VerifyFunction) -> Verifier:
     """Accept a `Verifier` or a plain async function `(task, trajectory) -> float | Rewards`."""
     if hasattr(obj, "verify"):
         return obj  # type: ignore[return-value]
-    if inspect.iscoroutinefunction(obj) or (
-        callable(obj) and inspect.iscoroutinefunction(getattr(obj, "__call__", None))
-    ):
+    call = type(obj).__call__ if callable(obj) else None
+    if inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(call):
         return _FunctionVerifier(obj)
-    raise TypeError(
-        f"expected a Verifier or an async function (task, trajectory), got {obj!r}"
-    )
+    raise TypeError(f"expected a Verifier or an async function (task, trajectory), got {obj!r}")

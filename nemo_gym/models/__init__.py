@@ -22,7 +22,16 @@ _LAZY = {
     "ScriptedModel": "nemo_gym.models.scripted",
 }
 
-__all__ = ["ModelAdapter", "RetryPolicy", *_LAZY]
+__all__ = [
+    "Anthropic",
+    "Local",
+    "ModelAdapter",
+    "OpenAIChat",
+    "OpenAICompletions",
+    "OpenAIResponses",
+    "RetryPolicy",
+    "ScriptedModel",
+]
 
 
 def __getattr__(name: str) -> Any:

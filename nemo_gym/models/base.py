@@ -74,7 +74,5 @@ class ModelAdapter:
                 await asyncio.sleep(delay)
                 continue
             if response.latency_s == 0.0:
-                response = response.model_copy(
-                    update={"latency_s": time.perf_counter() - started}
-                )
+                response = response.model_copy(update={"latency_s": time.perf_counter() - started})
             return response
