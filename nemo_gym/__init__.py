@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from nemo_gym import errors
+import importlib
+from typing import Any
+
+from nemo_gym import errors, harnesses, models
+from nemo_gym.catalog import list_envs, make, register
+from nemo_gym.collect import RunResult, collect, evaluate, read_rollouts, reverify, run_sync
 from nemo_gym.envs.base import BasicEpisode, Env
+from nemo_gym.metrics import compute_metrics, pass_at_k
 from nemo_gym.protocols import (
     Environment,
     Episode,
@@ -37,9 +43,20 @@ from nemo_gym.records import (
     Trajectory,
     Usage,
 )
+from nemo_gym.runner import derive_seed, groups, rollout, rollouts
 from nemo_gym.tools import Tool, tool
 
 __version__ = "0.1.0"
+
+# Heavier submodules load on first attribute access: `gym.testing`, `gym.verify`, ...
+_LAZY_MODULES = ("testing", "verify", "sandbox")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"nemo_gym.{name}")
+    raise AttributeError(f"module 'nemo_gym' has no attribute {name!r}")
+
 
 __all__ = [
     "BasicEpisode",
@@ -60,6 +77,7 @@ __all__ = [
     "Rewards",
     "Rollout",
     "RunMetrics",
+    "RunResult",
     "Sampling",
     "Sandbox",
     "SandboxProvider",
@@ -74,6 +92,22 @@ __all__ = [
     "Usage",
     "Verifier",
     "as_verifier",
+    "collect",
+    "compute_metrics",
+    "derive_seed",
     "errors",
+    "evaluate",
+    "groups",
+    "harnesses",
+    "list_envs",
+    "make",
+    "models",
+    "pass_at_k",
+    "read_rollouts",
+    "register",
+    "reverify",
+    "rollout",
+    "rollouts",
+    "run_sync",
     "tool",
 ]

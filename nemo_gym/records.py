@@ -422,7 +422,8 @@ class RunMetrics(_Value):
 
 
 def rollout_json_schema() -> dict[str, Any]:
-    """The JSON Schema of one line of `rollouts.jsonl`."""
+    """The JSON Schema of one line of `rollouts.jsonl` (`gym schema` prints it)."""
     schema = Rollout.model_json_schema()
     schema["$id"] = f"https://nemo-gym/rollout.v{SCHEMA_VERSION}.json"
     return schema
+

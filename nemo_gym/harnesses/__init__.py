@@ -1,1 +1,214 @@
-"""harnesses."""
+"""Agent loops: `SingleTurn`, `ToolLoop`, `MultiStep`.
+
+A harness is an async generator of events (`Message`, `ToolResult`, `Observation`).
+The model it is handed is the runner's recording wrapper, so every model call lands in
+the rollout without the harness doing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Literal
+
+from nemo_gym.errors import HarnessError, ToolError
+from nemo_gym.protocols import Episode, Model
+from nemo_gym.records import (
+    Event,
+    Message,
+    ModelRequest,
+    Sampling,
+    Task,
+    ToolCall,
+    ToolResult,
+)
+from nemo_gym.tools import Tool
+
+__all__ = ["MultiStep", "SingleTurn", "ToolLoop", "opening_messages"]
+
+_NO_SAMPLING = Sampling()
+
+
+def opening_messages(task: Task, system_prompt: str | None) -> list[Message]:
+    """The task's messages, with `system_prompt` first unless the task brings its own."""
+    messages = list(task.messages)
+    if system_prompt is not None and not (messages and messages[0].role == "system"):
+        messages.insert(0, Message(role="system", content=system_prompt))
+    return messages
+
+
+class SingleTurn:
+    """One model call on the task's messages."""
+
+    def __init__(self, *, system_prompt: str | None = None, sampling: Sampling | None = None):
+        self.system_prompt = system_prompt
+        self.sampling = sampling or _NO_SAMPLING
+
+    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
+        messages = opening_messages(task, self.system_prompt)
+        for message in messages:
+            yield message
+        response = await model.generate(
+            ModelRequest(messages=tuple(messages), sampling=self.sampling)
+        )
+        yield response.message
+
+    def __repr__(self) -> str:
+        return "SingleTurn()"
+
+
+class ToolLoop:
+    """The tool-calling agent loop.
+
+    Each turn the model sees the conversation and the episode's tools; its tool calls run
+    (concurrently when `parallel_tool_calls`) and their results go back as tool messages.
+    Ends when the model answers without a tool call or after `max_turns` model calls.
+    Malformed argument JSON, an unknown tool name and an exception raised by a tool are
+    shown to the model as the tool's result; `tool_errors="fail"` instead ends the rollout
+    as a `tool` failure. A tool raising `ToolError` always ends it.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_turns: int = 10,
+        system_prompt: str | None = None,
+        sampling: Sampling | None = None,
+        parallel_tool_calls: bool = True,
+        tool_timeout: float | None = None,
+        tool_errors: Literal["model", "fail"] = "model",
+    ) -> None:
+        if max_turns < 1:
+            raise ValueError("max_turns must be >= 1")
+        self.max_turns = max_turns
+        self.system_prompt = system_prompt
+        self.sampling = sampling or _NO_SAMPLING
+        self.parallel_tool_calls = parallel_tool_calls
+        self.tool_timeout = tool_timeout
+        self.tool_errors = tool_errors
+
+    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
+        messages = opening_messages(task, self.system_prompt)
+        for message in messages:
+            yield message
+        tools = {t.name: t for t in episode.tools}
+        specs = tuple(t.spec for t in episode.tools)
+        for _ in range(self.max_turns):
+            response = await model.generate(
+                ModelRequest(messages=tuple(messages), tools=specs, sampling=self.sampling)
+            )
+            reply = response.message
+            messages.append(reply)
+            yield reply
+            if not reply.tool_calls:
+                return
+            if self.parallel_tool_calls and len(reply.tool_calls) > 1:
+                results = await asyncio.gather(
+                    *(self._call(tools, call) for call in reply.tool_calls)
+                )
+            else:
+                results = [await self._call(tools, call) for call in reply.tool_calls]
+            for result in results:
+                yield result
+                message = Message(
+                    role="tool",
+                    content=result.output,
+                    tool_call_id=result.call_id,
+                    name=result.name,
+                )
+                messages.append(message)
+                yield message
+
+    async def _call(self, tools: Mapping[str, Tool], call: ToolCall) -> ToolResult:
+        started = time.perf_counter()
+        output, error = await self._execute(tools, call)
+        return ToolResult(
+            call_id=call.id,
+            name=call.name,
+            arguments=call.arguments,
+            output=output,
+            error=error,
+            latency_s=time.perf_counter() - started,
+        )
+
+    async def _execute(self, tools: Mapping[str, Tool], call: ToolCall) -> tuple[str, str | None]:
+        tool = tools.get(call.name)
+        if tool is None:
+            return self._error(
+                call, f"unknown tool {call.name!r}; available: {', '.join(sorted(tools)) or 'none'}"
+            )
+        try:
+            arguments = call.parsed_arguments()
+        except ValueError as exc:
+            return self._error(call, f"invalid arguments for {call.name!r}: {exc}")
+        try:
+            if self.tool_timeout is None:
+                value = await tool(**arguments)
+            else:
+                value = await asyncio.wait_for(tool(**arguments), self.tool_timeout)
+        except ToolError:
+            raise
+        except TimeoutError:
+            return self._error(call, f"tool {call.name!r} timed out after {self.tool_timeout}s")
+        except Exception as exc:
+            return self._error(call, f"{type(exc).__name__}: {exc}", exc)
+        output = value if isinstance(value, str) else json.dumps(value, default=str)
+        return output, None
+
+    def _error(
+        self, call: ToolCall, message: str, cause: BaseException | None = None
+    ) -> tuple[str, str]:
+        if self.tool_errors == "fail":
+            raise ToolError(f"tool call {call.name!r} failed: {message}") from cause
+        return f"Error: {message}", message
+
+    def __repr__(self) -> str:
+        return f"ToolLoop(max_turns={self.max_turns})"
+
+
+class MultiStep:
+    """A Gymnasium-style loop: the model's reply is the action, the episode steps.
+
+    Each observation goes back to the model as a user message until the episode reports
+    `terminated` or `truncated`, or `max_steps` actions were taken. Per-step rewards stay
+    on the trajectory (`trajectory.step_rewards`).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_steps: int = 20,
+        system_prompt: str | None = None,
+        sampling: Sampling | None = None,
+        parse_action: Callable[[str], str] = str.strip,
+    ) -> None:
+        self.max_steps = max_steps
+        self.system_prompt = system_prompt
+        self.sampling = sampling or _NO_SAMPLING
+        self.parse_action = parse_action
+
+    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
+        step = getattr(episode, "step", None)
+        if step is None:
+            raise HarnessError(f"MultiStep needs an episode with step(action); got {episode!r}")
+        messages = opening_messages(task, self.system_prompt)
+        for message in messages:
+            yield message
+        for _ in range(self.max_steps):
+            response = await model.generate(
+                ModelRequest(messages=tuple(messages), sampling=self.sampling)
+            )
+            messages.append(response.message)
+            yield response.message
+            observation = await step(self.parse_action(response.message.content or ""))
+            yield observation
+            if observation.terminated or observation.truncated:
+                return
+            feedback = Message(role="user", content=observation.observation)
+            messages.append(feedback)
+            yield feedback
+
+    def __repr__(self) -> str:
+        return f"MultiStep(max_steps={self.max_steps})"
