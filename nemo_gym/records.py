@@ -150,12 +150,16 @@ class Sampling(_Value):
         return self.model_copy(update=update) if update else self
 
 
+_DEFAULT_SAMPLING = Sampling()
+
+
 class ModelRequest(_Value):
     """What a harness asks of a model. `model`/`base_url` override the adapter's own."""
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
-    sampling: Sampling = Sampling()
+    # A shared default: a model-instance default would be deep-copied on every request.
+    sampling: Sampling = Field(default_factory=lambda: _DEFAULT_SAMPLING)
     model: str | None = None
     base_url: str | None = None
 
@@ -392,7 +396,7 @@ class SandboxSpec(_Value):
     """What a sandbox should be: image (for container providers), limits, network, env."""
 
     image: str | None = None
-    limits: ResourceLimits = ResourceLimits()
+    limits: ResourceLimits = Field(default_factory=ResourceLimits)
     network: bool = False
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str = "/work"
@@ -426,4 +430,3 @@ def rollout_json_schema() -> dict[str, Any]:
     schema = Rollout.model_json_schema()
     schema["$id"] = f"https://nemo-gym/rollout.v{SCHEMA_VERSION}.json"
     return schema
-

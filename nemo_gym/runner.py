@@ -21,7 +21,6 @@ from typing import Any
 from nemo_gym.errors import HarnessError, ModelError, NemoGymError, RolloutTimeout, VerifierError
 from nemo_gym.protocols import Environment, Harness, Model, as_verifier
 from nemo_gym.records import (
-    SCHEMA_VERSION,
     Failure,
     Message,
     ModelCall,
@@ -52,7 +51,7 @@ class RecordingModel:
     """Wraps the policy for one rollout: applies run-level sampling and the repeat's seed,
     and records every call (request, response or error, latency) on the trajectory."""
 
-    __slots__ = ("calls", "model", "model_s", "sampling", "seed")
+    __slots__ = ("_given", "_merged", "calls", "model", "model_s", "sampling", "seed")
 
     def __init__(
         self, model: Model, calls: list[ModelCall], sampling: Sampling | None, seed: int | None
@@ -62,13 +61,20 @@ class RecordingModel:
         self.sampling = sampling
         self.seed = seed
         self.model_s = 0.0
+        self._given: Sampling | None = None
+        self._merged: Sampling | None = None
+
+    def _sampling(self, given: Sampling) -> Sampling:
+        # A harness sends the same Sampling object every turn: merge it once.
+        if given is not self._given:
+            merged = given if self.sampling is None else given.merged_over(self.sampling)
+            if self.seed is not None and merged.seed is None:
+                merged = merged.model_copy(update={"seed": self.seed})
+            self._given, self._merged = given, merged
+        return self._merged  # type: ignore[return-value]
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
-        sampling = request.sampling
-        if self.sampling is not None:
-            sampling = sampling.merged_over(self.sampling)
-        if self.seed is not None and sampling.seed is None:
-            sampling = sampling.model_copy(update={"seed": self.seed})
+        sampling = self._sampling(request.sampling)
         if sampling is not request.sampling:
             request = request.model_copy(update={"sampling": sampling})
         started = time.perf_counter()
@@ -78,7 +84,7 @@ class RecordingModel:
             elapsed = time.perf_counter() - started
             self.model_s += elapsed
             self.calls.append(
-                ModelCall.model_construct(
+                ModelCall(
                     request=request,
                     response=None,
                     error=f"{type(exc).__name__}: {exc}",
@@ -91,9 +97,7 @@ class RecordingModel:
         elapsed = time.perf_counter() - started
         self.model_s += elapsed
         self.calls.append(
-            ModelCall.model_construct(
-                request=request, response=response, error=None, latency_s=elapsed
-            )
+            ModelCall(request=request, response=response, error=None, latency_s=elapsed)
         )
         return response
 
@@ -217,8 +221,7 @@ async def rollout(
         )
     except Exception as exc:
         failure = _failure(exc, phase[0])
-    return Rollout.model_construct(
-        schema_version=SCHEMA_VERSION,
+    return Rollout(
         run_id=run_id,
         env=env.name,
         task_id=task.id,
@@ -229,7 +232,7 @@ async def rollout(
         rewards=rewards,
         status="ok" if failure is None else "failed",
         failure=failure,
-        timings=Timings.model_construct(
+        timings=Timings(
             started_at=started_at,
             duration_s=time.perf_counter() - t0,
             model_s=policy.model_s,

@@ -32,6 +32,10 @@ def _as_response(reply: Reply) -> ModelResponse:
     )
 
 
+def _prepare(reply: Reply) -> ModelResponse | BaseException:
+    return reply if isinstance(reply, BaseException) else _as_response(reply)
+
+
 class ScriptedModel:
     """A model whose replies are scripted.
 
@@ -49,7 +53,10 @@ class ScriptedModel:
         keep_requests: bool = True,
     ) -> None:
         self._function = replies if callable(replies) else None
-        self._replies: Sequence[Reply] = () if callable(replies) else tuple(replies)
+        # Converted once: a long script costs nothing per call.
+        self._replies: Sequence[ModelResponse | BaseException] = (
+            () if callable(replies) else tuple(_prepare(r) for r in replies)
+        )
         self._cycle = cycle
         self._next = 0
         self._keep = keep_requests
@@ -69,7 +76,9 @@ class ScriptedModel:
             self._next = 0
         reply = self._replies[self._next]
         self._next += 1
-        return _as_response(reply)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,207 @@
+"""Runner overhead, side by side in one process: CPU µs per rollout, RSS growth, import time.
+
+    python bench/overhead.py                 # full run (1,000,000 streamed rollouts for RSS)
+    python bench/overhead.py --stream 100000 # quicker
+
+(a) ScriptedModel single-turn, (b) a ToolLoop of 1 vs 5 turns (µs per extra turn),
+(c) OpenAIChat through the real openai SDK over an in-process fake transport,
+(d) RSS growth while streaming N scripted rollouts, (e) `import nemo_gym` in a fresh
+interpreter. CPU time is process time (all threads), so a loaded machine inflates
+wall time but much less the figures here. Targets: (a) <= 100 µs, (b) <= 50 µs per
+extra turn, (d) <= 100 MB, (e) <= 150 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import nemo_gym as gym
+from nemo_gym.models import ScriptedModel
+
+
+async def _verify(task: gym.Task, trajectory: gym.Trajectory) -> float:
+    return float(trajectory.final_text == task.answer)
+
+
+class _Tasks(gym.Env):
+    """n tasks with unique ids, generated lazily (nothing held in memory)."""
+
+    def __init__(self, n: int, harness: gym.Harness | None = None) -> None:
+        super().__init__(_verify, name="bench", harness=harness)
+        self.n = n
+
+    def tasks(self, split: str = "test", limit: int | None = None):
+        for i in range(self.n if limit is None else limit):
+            yield gym.Task(id=f"t{i}", prompt="2+2?", answer="4")
+
+
+@gym.tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    return key
+
+
+def _tool_script(turns: int) -> Callable[[gym.ModelRequest], gym.Message | str]:
+    call = gym.Message.assistant(
+        tool_calls=(gym.ToolCall(id="c", name="lookup", arguments='{"key": "k"}'),)
+    )
+
+    def reply(request: gym.ModelRequest) -> gym.Message | str:
+        done = sum(1 for m in request.messages if m.role == "assistant")
+        return call if done < turns - 1 else "4"
+
+    return reply
+
+
+class _ToolEnv(_Tasks):
+    async def open(self, task: gym.Task) -> gym.BasicEpisode:
+        return gym.BasicEpisode([lookup])
+
+
+async def _drain(env: gym.Env, model: gym.Model, n: int, concurrency: int) -> float:
+    """CPU µs per rollout of streaming n rollouts (after a warm-up)."""
+    async for _ in gym.rollouts(env, model, limit=min(n, 200), concurrency=concurrency):
+        pass
+    gc.collect()
+    start = time.process_time()
+    count = 0
+    async for rollout in gym.rollouts(env, model, limit=n, concurrency=concurrency):
+        assert rollout.ok, rollout.failure
+        count += 1
+    return (time.process_time() - start) / count * 1e6
+
+
+def _best(values: list[float]) -> str:
+    return f"{min(values):8.1f} (median {statistics.median(values):.1f})"
+
+
+async def _openai_model() -> gym.Model | None:
+    try:
+        import httpx2
+        import openai
+    except ImportError:
+        return None
+    body = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "4"},
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+    }
+    payload = json.dumps(body).encode()
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=payload, headers={"content-type": "application/json"})
+
+    client = openai.AsyncOpenAI(
+        api_key="bench",
+        base_url="http://127.0.0.1:9/v1",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+        max_retries=0,
+    )
+    return gym.models.OpenAIChat("m", client=client)
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+async def _stream_rss(n: int) -> tuple[float, float]:
+    model = ScriptedModel(["4"], cycle=True, keep_requests=False)
+    env = _Tasks(n)
+    await _drain(env, model, 2_000, 64)
+    gc.collect()
+    before = _rss_mb()
+    peak = before
+    count = 0
+    async for _ in gym.rollouts(env, model, concurrency=64):
+        count += 1
+        if count % 50_000 == 0:
+            peak = max(peak, _rss_mb())
+    return before, max(peak, _rss_mb())
+
+
+def _import_ms() -> float:
+    code = "import time; t=time.perf_counter(); import nemo_gym; print(time.perf_counter()-t)"
+    runs = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(5)
+    ]
+    return min(runs) * 1000
+
+
+async def main(stream: int, n: int, rounds: int) -> None:
+    single: list[float] = []
+    one_turn: list[float] = []
+    five_turn: list[float] = []
+    sdk: list[float] = []
+    openai_model = await _openai_model()
+    for _ in range(rounds):  # interleaved, so machine noise hits every case alike
+        single.append(
+            await _drain(_Tasks(n), ScriptedModel(["4"], cycle=True, keep_requests=False), n, 64)
+        )
+        loop1 = gym.harnesses.ToolLoop(max_turns=8)
+        one_turn.append(
+            await _drain(
+                _ToolEnv(n, loop1), ScriptedModel(_tool_script(1), keep_requests=False), n, 64
+            )
+        )
+        five_turn.append(
+            await _drain(
+                _ToolEnv(n, loop1), ScriptedModel(_tool_script(5), keep_requests=False), n, 64
+            )
+        )
+        if openai_model is not None:
+            sdk.append(await _drain(_Tasks(n), openai_model, n // 4, 64))
+    per_turn = [(b - a) / 4 for a, b in zip(one_turn, five_turn, strict=True)]
+    print(f"CPU µs per rollout, best of {rounds} rounds of {n} rollouts (concurrency 64)")
+    print(f"  (a) ScriptedModel single-turn           {_best(single)}   target <= 100")
+    print(f"      ToolLoop, 1 turn                    {_best(one_turn)}")
+    print(f"      ToolLoop, 5 turns                   {_best(five_turn)}")
+    print(f"  (b) per extra ToolLoop turn             {_best(per_turn)}   target <= 50")
+    if sdk:
+        print(f"  (c) OpenAIChat, real SDK, fake transport{_best(sdk)}")
+    else:
+        print("  (c) skipped: install nemo-gym[openai]")
+    before, peak = await _stream_rss(stream)
+    print(
+        f"  (d) RSS streaming {stream:,} rollouts: {before:.0f} MB -> peak {peak:.0f} MB "
+        f"(+{peak - before:.1f} MB)   target <= 100"
+    )
+    print(f"  (e) import nemo_gym: {_import_ms():.0f} ms (best of 5)   target <= 150")
+    print(
+        f"  max RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--stream", type=int, default=1_000_000, help="rollouts streamed for RSS")
+    parser.add_argument("--n", type=int, default=4_000, help="rollouts per timing round")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    asyncio.run(main(args.stream, args.n, args.rounds))
