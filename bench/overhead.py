@@ -191,9 +191,8 @@ async def main(stream: int, n: int, rounds: int) -> None:
         f"(+{peak - before:.1f} MB)   target <= 100"
     )
     print(f"  (e) import nemo_gym: {_import_ms():.0f} ms (best of 5)   target <= 150")
-    print(
-        f"  max RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
-    )
+    max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  max RSS of this process: {max_rss:.0f} MB")
 
 
 if __name__ == "__main__":
