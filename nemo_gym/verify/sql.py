@@ -1,0 +1,250 @@
+"""Text-to-SQL: run the predicted and the gold query on SQLite and compare the results.
+
+The task carries the gold query in `task.answer` and the database in `task.metadata`:
+
+- ``{"db_path": "/data/concert_singer.sqlite"}``: an SQLite file, opened read-only
+  (URI ``mode=ro``) and never modified; or
+- ``{"db_setup": "CREATE TABLE t(x); INSERT INTO t VALUES (1);"}``: a script run into
+  a fresh in-memory database for each verification.
+
+The predicted query is the last ```sql fenced block of the reply (else the last fenced
+block, else the whole reply). It runs on a connection that cannot write: the file is
+opened read-only, ``PRAGMA query_only`` is on and an authorizer denies everything but
+reading (no DROP, no ATTACH, no PRAGMA). Each query has a hard deadline enforced by an
+SQLite progress handler, and all of it runs in a worker thread.
+
+Results are compared as multisets of rows, or as ordered lists when the gold query has
+an ``ORDER BY`` at its top level. Floats are compared after rounding to
+`float_digits` significant digits, so ``AVG`` noise does not decide a match.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import sqlite3
+import time
+import urllib.parse
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nemo_gym.errors import ConfigError, VerifierError
+from nemo_gym.records import Rewards, Task, Trajectory
+from nemo_gym.verify.common import GoldFn, fenced_blocks, get_gold, response_text
+
+log = logging.getLogger(__name__)
+
+__all__ = ["QueryResult", "SQLVerifier", "extract_sql", "has_top_level_order_by"]
+
+_SQL_LANGS = ("sql", "sqlite", "postgresql", "mysql")
+
+_READ_ACTIONS = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+)
+
+
+def extract_sql(text: str) -> str:
+    """The SQL in a reply: the last ```sql block, else the last fenced block, else all.
+
+    A one-line ``` `SELECT ...` ``` in backticks and a leading ``SQL:`` are unwrapped.
+    """
+    blocks = fenced_blocks(text)
+    tagged = [b for b in blocks if b.lang in _SQL_LANGS]
+    if tagged or blocks:
+        sql = (tagged or blocks)[-1].body
+    else:
+        sql = text
+    sql = sql.strip()
+    if sql.startswith("`") and sql.endswith("`"):
+        sql = sql.strip("`").strip()
+    if sql[:4].lower() == "sql:":
+        sql = sql[4:].strip()
+    return sql
+
+
+# String literals, quoted names and comments; an unclosed one runs to the end. The
+# possessive quantifiers (*+) make a run of quotes cost linear time, not quadratic.
+_LITERAL = re.compile(
+    r"'(?:[^']|'')*+(?:'|\Z)"
+    r'|"(?:[^"]|"")*+(?:"|\Z)'
+    r"|`[^`]*+(?:`|\Z)|\[[^\]]*+(?:\]|\Z)"
+    r"|--[^\n]*+"
+    r"|/\*(?:[^*]|\*(?!/))*+(?:\*/|\Z)"
+)
+_ORDER_BY = re.compile(r"\border\s+by\b", re.IGNORECASE)
+_ORDER_OR_PAREN = re.compile(r"[()]|\border\s+by\b", re.IGNORECASE)
+
+
+def _strip_literals(sql: str) -> str:
+    """`sql` with string literals, quoted names and comments blanked (offsets kept)."""
+    return _LITERAL.sub(lambda m: " " * len(m.group()), sql)
+
+
+def has_top_level_order_by(sql: str) -> bool:
+    """Whether `sql` sorts its final result: an ORDER BY outside every parenthesis.
+
+    ``OVER (ORDER BY ...)`` and an ORDER BY inside a subquery do not count.
+    """
+    if _ORDER_BY.search(sql) is None:
+        return False
+    depth = 0
+    for m in _ORDER_OR_PAREN.finditer(_strip_literals(sql)):
+        token = m.group()
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """Rows of one query, or the error it raised (`timed_out` on the deadline)."""
+
+    rows: list[tuple[Any, ...]] | None
+    error: str | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+
+
+def _deny_writes(action: int, *args: object) -> int:
+    return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
+
+
+def _run(conn: sqlite3.Connection, sql: str, timeout: float, max_rows: int) -> QueryResult:
+    """Run one statement with a deadline checked every 1000 SQLite VM steps."""
+    start = time.monotonic()
+    deadline = start + timeout
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
+    try:
+        cursor = conn.execute(sql)
+        rows = cursor.fetchmany(max_rows + 1)
+        if len(rows) > max_rows:
+            return QueryResult(None, f"more than {max_rows} rows", seconds=time.monotonic() - start)
+        return QueryResult(rows, seconds=time.monotonic() - start)
+    except sqlite3.Error as exc:
+        elapsed = time.monotonic() - start
+        timed_out = elapsed >= timeout and "interrupt" in str(exc).lower()
+        message = f"timed out after {timeout:g}s" if timed_out else f"{type(exc).__name__}: {exc}"
+        return QueryResult(None, message, timed_out=timed_out, seconds=elapsed)
+    except (ValueError, OverflowError, MemoryError) as exc:  # e.g. a NUL in the text
+        return QueryResult(None, f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - start)
+    finally:
+        conn.set_progress_handler(None, 0)
+
+
+def _normalize_row(row: tuple[Any, ...], digits: int) -> tuple[Any, ...]:
+    return tuple(float(f"{v:.{digits}g}") if isinstance(v, float) else v for v in row)
+
+
+def _same(
+    gold: list[tuple[Any, ...]], pred: list[tuple[Any, ...]], ordered: bool, digits: int
+) -> bool:
+    g = [_normalize_row(r, digits) for r in gold]
+    p = [_normalize_row(r, digits) for r in pred]
+    return g == p if ordered else Counter(g) == Counter(p)
+
+
+class SQLVerifier:
+    """Execution accuracy for text-to-SQL on SQLite (see the module docstring).
+
+    Reward 1.0 when the predicted query returns the gold query's rows. A predicted
+    query that fails, times out or returns more than `max_rows` rows scores 0, with the
+    error in ``metadata["error"]``. A gold query that fails, or a missing database,
+    raises `VerifierError`. Components: ``accuracy`` and ``executable`` (1.0 when the
+    predicted query ran).
+    """
+
+    def __init__(
+        self,
+        timeout: float = 5.0,
+        *,
+        max_rows: int = 100_000,
+        float_digits: int = 9,
+        gold: GoldFn | None = None,
+        extract: Callable[[str], str] = extract_sql,
+    ) -> None:
+        if timeout <= 0:
+            raise ConfigError("SQLVerifier: timeout must be > 0")
+        if max_rows < 1:
+            raise ConfigError("SQLVerifier: max_rows must be >= 1")
+        self.timeout = timeout
+        self.max_rows = max_rows
+        self.float_digits = float_digits
+        self.gold = gold
+        self.extract = extract
+
+    def _connect(self, task: Task) -> sqlite3.Connection:
+        meta = task.metadata
+        if "db_path" in meta:
+            path = Path(meta["db_path"])
+            if not path.is_file():
+                raise VerifierError(f"task {task.id}: db_path {str(path)!r} is not a file")
+            uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+            return sqlite3.connect(uri, uri=True, check_same_thread=False)
+        if "db_setup" in meta:
+            conn = sqlite3.connect(":memory:", check_same_thread=False)
+            try:
+                conn.executescript(meta["db_setup"])
+            except (sqlite3.Error, TypeError, ValueError) as exc:
+                conn.close()
+                raise VerifierError(f"task {task.id}: db_setup failed: {exc}") from exc
+            return conn
+        raise VerifierError(f"task {task.id}: metadata needs 'db_path' or 'db_setup'")
+
+    def _verify_sync(self, task: Task, gold_sql: str, pred_sql: str) -> Rewards:
+        conn = self._connect(task)
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            conn.set_authorizer(_deny_writes)
+            gold = _run(conn, gold_sql, self.timeout, self.max_rows)
+            if gold.rows is None:
+                raise VerifierError(f"task {task.id}: the gold query failed: {gold.error}")
+            pred = _run(conn, pred_sql, self.timeout, self.max_rows)
+        finally:
+            conn.close()
+        metadata: dict[str, Any] = {"extracted_answer": pred_sql, "seconds": pred.seconds}
+        if pred.rows is None:
+            metadata["error"] = pred.error
+            metadata["timed_out"] = pred.timed_out
+            return Rewards(
+                reward=0.0, components={"accuracy": 0.0, "executable": 0.0}, metadata=metadata
+            )
+        ordered = has_top_level_order_by(gold_sql)
+        score = float(_same(gold.rows, pred.rows, ordered, self.float_digits))
+        metadata["ordered"] = ordered
+        if not score:
+            metadata["reason"] = (
+                f"result differs: {len(pred.rows)} row(s), gold has {len(gold.rows)}"
+            )
+        return Rewards(
+            reward=score, components={"accuracy": score, "executable": 1.0}, metadata=metadata
+        )
+
+    async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
+        """Run both queries in a worker thread and compare their rows."""
+        gold_sql = get_gold(task, self.gold)
+        if not isinstance(gold_sql, str):
+            raise VerifierError(f"task {task.id}: the gold query must be a string")
+        pred_sql = self.extract(response_text(trajectory))
+        if not pred_sql.strip():
+            return Rewards(
+                reward=0.0,
+                components={"accuracy": 0.0, "executable": 0.0},
+                metadata={"extracted_answer": pred_sql, "error": "empty query"},
+            )
+        # Both queries have their own deadline inside the thread; the outer wait is a
+        # backstop for time spent outside the SQLite VM (opening, setup scripts).
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(self._verify_sync, task, gold_sql, pred_sql),
+                timeout=3 * self.timeout + 30,
+            )
+        except TimeoutError as exc:
+            raise VerifierError(f"task {task.id}: SQL verification did not finish") from exc

@@ -1,0 +1,225 @@
+"""Tests for the multiple-choice extractor and verifier."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nemo_gym.errors import ConfigError, VerifierError
+from nemo_gym.records import Message, Task, Trajectory
+from nemo_gym.verify.mcqa import MultipleChoiceVerifier, extract_choice, extract_choice_details
+
+CORPUS = [
+    json.loads(line)
+    for line in (Path(__file__).parent / "data" / "mcqa_outputs.jsonl").read_text().splitlines()
+    if line.strip()
+]
+
+
+def reply(text: str) -> Trajectory:
+    return Trajectory(messages=[Message.user("q"), Message.assistant(text)])
+
+
+def test_corpus_is_large_and_has_traps() -> None:
+    assert len(CORPUS) >= 40
+    assert sum(row["expected"] is None for row in CORPUS) >= 10
+    assert sum(row["expected"] != row["expected_strict"] for row in CORPUS) >= 5
+
+
+@pytest.mark.parametrize("row", CORPUS, ids=[row["note"] for row in CORPUS])
+@pytest.mark.parametrize("strict", [False, True], ids=["lenient", "strict"])
+def test_corpus(row: dict, strict: bool) -> None:
+    expected = row["expected_strict"] if strict else row["expected"]
+    got = extract_choice(
+        row["text"], letters=row["letters"], strict=strict, options=row.get("options")
+    )
+    assert got == expected, extract_choice_details(
+        row["text"], letters=row["letters"], strict=strict, options=row.get("options")
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Answer: D", "D"),
+        ("**Answer:** D", "D"),
+        ("$D$ is my answer. The answer is $D$", "D"),
+        ("(D)", "D"),
+        (r"\boxed{D}", "D"),
+        (r"\boxed{\text{E}}", "E"),
+        (r"\boxed{\text{Answer: G}}", "G"),
+        (r"\boxed{(D)}", "D"),
+        ("the correct option is D", "D"),
+        ("（Ｄ）", "D"),
+        ("Ｄ", "D"),
+        ("答案：Ｄ", "D"),
+        ("The answer is K.", "K"),
+        ("The answer is A or B", None),
+        ("The answer is A/B", None),
+        ("The answer is A and C", None),
+        ("Option A is wrong because it is too large.", None),
+    ],
+)
+def test_brief_forms(text: str, expected: str | None) -> None:
+    assert extract_choice(text, letters="ABCDEFGHIJKL") == expected
+
+
+def test_final_answer_wins_over_draft() -> None:
+    text = "Answer: A\nHmm, I misread the units.\nAnswer: C"
+    assert extract_choice(text) == "C"
+    # a draft in a \boxed{} followed by a corrected statement
+    assert extract_choice(r"First guess \boxed{B}. No: the answer is D.") == "D"
+
+
+def test_strict_vs_lenient() -> None:
+    assert extract_choice("After all that, B", strict=False) is None  # not a lone letter
+    assert extract_choice("Reasoning...\n\nB", strict=False) == "B"
+    assert extract_choice("Reasoning...\n\nB", strict=True) is None
+    assert extract_choice("Reasoning...\n\nAnswer: B", strict=True) == "B"
+
+
+def test_option_text_fallback_and_letters_win() -> None:
+    options = ["red", "green", "blue", "yellow"]
+    assert extract_choice("The answer is blue.", options=options) == "C"
+    assert extract_choice("The answer is (B) blue.", options=options) == "B"
+    assert extract_choice("The answer is blue.") is None  # no options given
+    assert extract_choice("red or blue, hard to say", options=options) is None
+
+
+def test_invalid_configuration() -> None:
+    with pytest.raises(ConfigError):
+        extract_choice("A", letters="abc")
+    with pytest.raises(ConfigError):
+        extract_choice("A", letters="AAB")
+    with pytest.raises(ConfigError):
+        extract_choice("A", letters="AB", options=["x", "y", "z"])
+
+
+def test_details_say_why() -> None:
+    assert "ambiguous" in (extract_choice_details("Answer: A or B").reason or "")
+    assert "not an option" in (extract_choice_details("Answer: F").reason or "")
+    assert extract_choice_details("Answer: C").method == "statement"
+    assert extract_choice_details(r"\boxed{C}").method == "boxed"
+
+
+async def test_verifier_scores_and_components() -> None:
+    verifier = MultipleChoiceVerifier()
+    task = Task(prompt="q", answer="C")
+    good = await verifier.verify(task, reply("Answer: C"))
+    assert good.reward == 1.0 and good.components == {"accuracy": 1.0, "format": 1.0}
+    assert good.metadata["extracted_answer"] == "C"
+    lenient = await verifier.verify(task, reply("Thinking...\n\nC"))
+    assert lenient.reward == 1.0 and lenient.components["format"] == 0.0
+    wrong = await verifier.verify(task, reply("Answer: B"))
+    assert wrong.reward == 0.0 and wrong.metadata["extracted_answer"] == "B"
+    none = await verifier.verify(task, reply("I don't know"))
+    assert none.reward == 0.0 and none.metadata["reason"] == "no answer letter found"
+
+
+async def test_verifier_weights_and_thinking() -> None:
+    verifier = MultipleChoiceVerifier(weights={"accuracy": 1.0, "format": 0.5})
+    task = Task(prompt="q", answer="(b)")
+    result = await verifier.verify(task, reply("<think>The answer is A?</think>The answer is B"))
+    assert result.reward == 1.5
+    drafted = await verifier.verify(task, reply("<think>The answer is B</think>nothing"))
+    assert drafted.reward == 0.0  # the reasoning block is not the answer
+
+
+async def test_verifier_options_from_metadata() -> None:
+    task = Task(
+        prompt="q",
+        answer="Canberra",
+        metadata={"options": ["Sydney", "Melbourne", "Canberra", "Perth", "Hobart"]},
+    )
+    verifier = MultipleChoiceVerifier()
+    assert (await verifier.verify(task, reply("The answer is E"))).metadata["gold"] == "C"
+    assert (await verifier.verify(task, reply("The answer is Canberra."))).reward == 1.0
+    assert (await verifier.verify(task, reply("The answer is (C)"))).reward == 1.0
+    no_text = MultipleChoiceVerifier(match_option_text=False)
+    assert (await no_text.verify(task, reply("The answer is Canberra."))).reward == 0.0
+    mapping = Task(prompt="q", answer=1, metadata={"choices": {"A": "x", "B": "y"}})
+    assert (await verifier.verify(mapping, reply("Answer: B"))).reward == 1.0
+
+
+async def test_verifier_bad_gold_raises() -> None:
+    verifier = MultipleChoiceVerifier()
+    with pytest.raises(VerifierError):
+        await verifier.verify(Task(prompt="q"), reply("A"))
+    with pytest.raises(VerifierError):
+        await verifier.verify(Task(prompt="q", answer="Z"), reply("A"))
+    with pytest.raises(VerifierError):
+        await verifier.verify(Task(prompt="q", answer=7), reply("A"))
+    custom = MultipleChoiceVerifier(gold=lambda task: task.metadata["label"])
+    task = Task(prompt="q", metadata={"label": "D"})
+    assert (await custom.verify(task, reply("Answer: D"))).reward == 1.0
+
+
+def test_speed_on_typical_outputs() -> None:
+    texts = [row["text"] for row in CORPUS]
+    long = (
+        "Let's analyze each option. Option A is wrong because it ignores friction. "
+        "Option B double counts the normal force. " * 12 + "\n\nTherefore, the answer is (C)."
+    )
+    texts.append(long)
+    start = time.perf_counter()
+    for _ in range(20):
+        for text in texts:
+            extract_choice(text, letters="ABCDEFGHIJ")
+    per_call = (time.perf_counter() - start) / (20 * len(texts))
+    # ~20-50 us on an idle core; generous here for loaded CI machines
+    assert per_call < 2e-3
+
+
+PATHOLOGICAL = [
+    "a" * 1_000_000,
+    "answer: " * 125_000,
+    "(" * 1_000_000,
+    "{" * 500_000 + "}" * 500_000,
+    "\\boxed{" * 100_000,
+    "A or " * 200_000,
+    "Answer: (A) " * 80_000,
+    " " * 1_000_000 + "D",
+    "answer" + " " * 1_000_000 + "is D",
+    "A is correct " * 80_000,
+    "İ" * 500_000,
+    "是" * 1_000_000,
+]
+
+
+@pytest.mark.parametrize("text", PATHOLOGICAL, ids=lambda t: repr(t[:10]))
+def test_megabyte_inputs_are_fast(text: str) -> None:
+    start = time.perf_counter()
+    extract_choice(text, options=["x", "y", "z", "w"])
+    extract_choice(text, strict=True)
+    assert time.perf_counter() - start < 2.0
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=400), st.booleans())
+def test_arbitrary_unicode_never_crashes(text: str, strict: bool) -> None:
+    got = extract_choice(text, letters="ABCDEFGHIJ", strict=strict, options=["α", "b b", "3"])
+    assert got is None or got in "ABCDEFGHIJ"
+
+
+_ALPHABET = st.sampled_from([*"ABCDabcd()[]{}$*:\\ \n.,/", "answer", "boxed", " is "])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_ALPHABET, max_size=200).map("".join))
+def test_answer_like_soup_never_crashes(text: str) -> None:
+    start = time.perf_counter()
+    got = extract_choice(text)
+    assert got is None or got in "ABCD"
+    assert time.perf_counter() - start < 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from("ABCDEFGHIJ"), st.text(max_size=200))
+def test_explicit_final_statement_after_any_text(letter: str, prefix: str) -> None:
+    got = extract_choice(prefix + f"\n\nThe final answer is ({letter}).", letters="ABCDEFGHIJ")
+    assert got == letter
