@@ -51,14 +51,19 @@ async def lookup(key: str) -> str:
     return key
 
 
-def _tool_script(turns: int) -> Callable[[gym.ModelRequest], gym.Message | str]:
-    call = gym.Message.assistant(
-        tool_calls=(gym.ToolCall(id="c", name="lookup", arguments='{"key": "k"}'),)
+def _tool_script(turns: int) -> Callable[[gym.ModelRequest], gym.ModelResponse]:
+    # Prebuilt responses: the figure is the harness's and runner's cost per turn, not the
+    # cost of building a reply inside the test double.
+    call = gym.ModelResponse(
+        message=gym.Message.assistant(
+            tool_calls=(gym.ToolCall(id="c", name="lookup", arguments='{"key": "k"}'),)
+        )
     )
+    answer = gym.ModelResponse(message=gym.Message.assistant("4"))
 
-    def reply(request: gym.ModelRequest) -> gym.Message | str:
-        done = sum(1 for m in request.messages if m.role == "assistant")
-        return call if done < turns - 1 else "4"
+    def reply(request: gym.ModelRequest) -> gym.ModelResponse:
+        # A turn adds an assistant and a tool message after the system/user opening.
+        return call if len(request.messages) < 2 * turns - 1 else answer
 
     return reply
 

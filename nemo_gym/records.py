@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -26,6 +26,25 @@ class _Record(BaseModel):
 
 class _Value(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_R = TypeVar("_R", bound=BaseModel)
+
+
+def replace(record: _R, **changes: Any) -> _R:
+    """A copy of a validated record with some fields swapped, without re-validation.
+
+    For hot paths only (the runner swaps a request's sampling every model call), with
+    values already of the right type.
+    """
+    clone = record.__class__.__new__(record.__class__)
+    object.__setattr__(clone, "__dict__", {**record.__dict__, **changes})
+    object.__setattr__(
+        clone, "__pydantic_fields_set__", record.__pydantic_fields_set__ | changes.keys()
+    )
+    object.__setattr__(clone, "__pydantic_extra__", None)
+    object.__setattr__(clone, "__pydantic_private__", None)
+    return clone
 
 
 class ToolCall(_Value):

@@ -34,6 +34,7 @@ from nemo_gym.records import (
     Timings,
     ToolResult,
     Trajectory,
+    replace,
 )
 
 __all__ = ["derive_seed", "groups", "rollout", "rollouts"]
@@ -76,7 +77,7 @@ class RecordingModel:
     async def generate(self, request: ModelRequest) -> ModelResponse:
         sampling = self._sampling(request.sampling)
         if sampling is not request.sampling:
-            request = request.model_copy(update={"sampling": sampling})
+            request = replace(request, sampling=sampling)
         started = time.perf_counter()
         try:
             response = await self.model.generate(request)
