@@ -1,0 +1,160 @@
+"""Sandbox latency, side by side: the worker's fork path vs fresh interpreters and sandboxes.
+
+    .venv/bin/python bench/sandbox.py [--n 30] [--providers local,process]
+
+Rows (milliseconds, median and p90 over --n runs):
+
+- `python snippet, fork path`: `sandbox.run_python(code)`, a fork of the warm worker;
+- `python snippet, fresh interpreter`: `sandbox.exec(["python3", "-c", code])` in the
+  same warm sandbox (fork + exec of a new interpreter);
+- `python snippet, fresh bwrap`: a new bubblewrap sandbox per snippet, the way a naive
+  provider would run it (`bwrap ... python3 -c code`), no worker;
+- `20-test solution, CodeVerifier`: one stdin/stdout Python solution against 20 tests,
+  end to end through `CodeVerifier.verify` (compiled once, one fork per test, warm pool);
+- `20-test solution, exec per test`: the same through the generic path a provider
+  without the worker gets (a fresh interpreter per test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nemo_gym.records import Message, SandboxSpec, Task, Trajectory
+from nemo_gym.sandbox import get
+from nemo_gym.sandbox.base import WorkerSandbox, python_for_sandbox
+from nemo_gym.sandbox.local import LocalProvider, bwrap_argv, find_bwrap, unavailable_reason
+from nemo_gym.sandbox.process import ProcessProvider
+from nemo_gym.verify.code import CodeVerifier
+
+SNIPPET = "print(sum(i * i for i in range(100)))"
+SOLUTION = "import sys\na, b = map(int, sys.stdin.read().split())\nprint(a + b)\n"
+TASK = Task(
+    prompt="add two numbers",
+    metadata={"tests": [{"input": f"{i} {i * 7}\n", "output": f"{i * 8}\n"} for i in range(20)]},
+)
+TRAJECTORY = Trajectory(messages=[Message.assistant(f"```python\n{SOLUTION}```")])
+
+
+async def timed(fn: Callable[[], Awaitable[object]], n: int) -> list[float]:
+    await fn()  # warm-up
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def summary(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
+
+
+class _PlainSandbox:
+    """A sandbox seen through the `Sandbox` protocol only (no `run_batch` fast path)."""
+
+    def __init__(self, inner: WorkerSandbox) -> None:
+        self.inner = inner
+        self.exec = inner.exec
+        self.write_file = inner.write_file
+        self.read_file = inner.read_file
+        self.reset = inner.reset
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class _NoFastPath:
+    """A provider whose sandboxes hide `run_batch`: the verifier's generic exec path."""
+
+    def __init__(self, inner: LocalProvider | ProcessProvider) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    async def create(self, spec: SandboxSpec | None = None) -> _PlainSandbox:
+        return _PlainSandbox(await self.inner.create(spec))
+
+
+async def bench_provider(name: str, n: int) -> list[tuple[str, float, float]]:
+    rows = []
+    provider = get(name)
+    async with provider.start() as sandbox:  # type: ignore[attr-defined]
+        check = await sandbox.run_python(SNIPPET)
+        assert check.stdout == "328350\n", check
+        rows.append(
+            (
+                f"{name}: python snippet, fork path",
+                *summary(await timed(lambda: sandbox.run_python(SNIPPET), n)),
+            )
+        )
+        rows.append(
+            (
+                f"{name}: python snippet, fresh interpreter",
+                *summary(await timed(lambda: sandbox.exec(["python3", "-c", SNIPPET]), n)),
+            )
+        )
+    async with CodeVerifier(provider=provider, pool_size=1) as verifier:
+        result = await verifier.verify(TASK, TRAJECTORY)
+        assert result.reward == 1.0, result.metadata
+        rows.append(
+            (
+                f"{name}: 20-test solution, CodeVerifier",
+                *summary(await timed(lambda: verifier.verify(TASK, TRAJECTORY), n)),
+            )
+        )
+    plain = _NoFastPath(provider)  # type: ignore[arg-type]
+    async with CodeVerifier(provider=plain, pool_size=1) as verifier:  # type: ignore[arg-type]
+        result = await verifier.verify(TASK, TRAJECTORY)
+        assert result.reward == 1.0, result.metadata
+        rows.append(
+            (
+                f"{name}: 20-test solution, exec per test",
+                *summary(await timed(lambda: verifier.verify(TASK, TRAJECTORY), max(3, n // 5))),
+            )
+        )
+    return rows
+
+
+async def bench_fresh_bwrap(n: int) -> tuple[str, float, float]:
+    argv = bwrap_argv(find_bwrap(), SandboxSpec(), python_for_sandbox())
+    argv = [*argv[: argv.index("--") + 1], python_for_sandbox(), "-I", "-c", SNIPPET]
+
+    async def once() -> None:
+        done = await asyncio.to_thread(subprocess.run, argv, capture_output=True, check=True)
+        assert done.stdout == b"328350\n"
+
+    return ("local: python snippet, fresh bwrap", *summary(await timed(once, max(3, n // 3))))
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=30, help="runs per row")
+    parser.add_argument("--providers", default="local,process")
+    args = parser.parse_args()
+    rows: list[tuple[str, float, float]] = []
+    for name in args.providers.split(","):
+        if name == "local" and unavailable_reason() is not None:
+            print(f"skipping local: {unavailable_reason()}")
+            continue
+        rows += await bench_provider(name, args.n)
+        if name == "local":
+            rows.append(await bench_fresh_bwrap(args.n))
+    width = max(len(r[0]) for r in rows)
+    print(f"{'':{width}}  median ms     p90 ms")
+    for label, median, p90 in rows:
+        print(f"{label:{width}}  {median:9.2f}  {p90:9.2f}")
+    print(f"(cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}, n={args.n})")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
