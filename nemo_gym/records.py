@@ -203,6 +203,9 @@ class ModelResponse(_Value):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
+    # Adapter facts about this call, e.g. Local's `history`: "fresh", "continued" (exact
+    # ids of the earlier turns reused) or "retokenized" (history rendered again).
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class ModelCall(_Record):

@@ -313,6 +313,14 @@ class _Pending:
     future: asyncio.Future[ModelResponse]
 
 
+def _history(row: _Row) -> str:
+    """How the prompt's earlier turns were tokenized (see `ModelResponse.metadata`)."""
+    if row.continued:
+        return "continued"
+    had_reply = any(m.role == "assistant" for m in row.pending.request.messages)
+    return "retokenized" if had_reply else "fresh"
+
+
 @dataclass(slots=True)
 class _Row:
     pending: _Pending
@@ -876,6 +884,7 @@ class Local(ModelAdapter):
             prompt_token_ids=list(row.prompt_ids),
             completion_token_ids=list(row.completion),
             completion_logprobs=list(row.logprobs),
+            metadata={"history": _history(row)},
         )
         if self.max_conversations:
             key = _prefix_keys(request.tools, [*request.messages, message])[-1]

@@ -327,6 +327,7 @@ async def test_a_tool_turn_continues_from_the_exact_ids(smol: Local) -> None:
     before = smol.stats
     two = await smol.generate(ModelRequest(messages=history, tools=(ADD,), sampling=GREEDY))
     assert smol.stats.continued == before.continued + 1
+    assert (one.metadata["history"], two.metadata["history"]) == ("fresh", "continued")
     exact = one.prompt_token_ids + one.completion_token_ids
     assert two.prompt_token_ids[: len(exact)] == exact
     added = smol.tokenizer.decode(two.prompt_token_ids[len(exact) :])
@@ -363,6 +364,7 @@ async def test_an_edited_history_is_retokenized(smol: Local, first) -> None:
     reply = await smol.generate(ModelRequest(messages=history, sampling=GREEDY))
     assert smol.stats.retokenized == before.retokenized + 1
     assert smol.stats.continued == before.continued
+    assert reply.metadata["history"] == "retokenized"
     assert "Paris, of course.<|im_end|>" in smol.tokenizer.decode(reply.prompt_token_ids)
 
 
