@@ -147,3 +147,40 @@ def _same_number(a: Any, b: Any) -> bool:
 def _is_percent(expr: Basic) -> bool:
     """math-verify writes `25%` as `25*UnevaluatedExpr(1/100)`."""
     return expr.has(UnevaluatedExpr)
+
+
+# Forms that make sympy and math-verify import submodules or build tables on first use
+# (intervals, trigonometry, relations, complex numbers, matrices, percentages). Checking
+# them once here, at import, does that once in the pool's zygote: every forked worker
+# inherits it, instead of each paying 50-250 ms on its first interval or equation.
+_WARM_UP = (
+    ("\\frac{\\sqrt{3}}{2}", "\\sqrt{2}\\pi"),
+    ("1", "y = 2x + 1"),
+    ("5", "a+b=5"),
+    ("1+1=2", "2+2=4"),
+    ("\\frac{1}{2}", "\\cos 60^\\circ"),
+    ("(1,2]", "[1, 2)"),
+    ("\\{1,2\\}", "1, 2"),
+    ("(0,1)\\cup(1,2)", "(0,1) \\cup (1,3)"),
+    ("[0,1]", "t \\in [0, 1]"),
+    ("\\text{(A)}", "\\text{A}"),
+    ("1+2i", "1-2i"),
+    ("x^2", "\\frac{x^3}{x}"),
+    ("25\\%", "0.25"),
+    ("1.5", "\\frac{3}{2}"),
+    ("e^{-3}", "e^{-2}"),
+    ("\\begin{pmatrix}1\\\\2\\end{pmatrix}", "(1,2)"),
+    ("x \\le 3", "x < 3"),
+)
+
+
+def _warm_up() -> None:
+    for gold, prediction in _WARM_UP:
+        try:
+            check(gold, prediction, True)
+        except Exception:  # a warm-up must never stop the worker module from loading
+            logging.getLogger(__name__).debug("warm-up of %r failed", gold, exc_info=True)
+    check("1", "so the answer is $x = 2$.", False)
+
+
+_warm_up()

@@ -16,6 +16,8 @@ from nemo_gym.errors import VerifierError
 from nemo_gym.records import Message, Task, Trajectory
 from nemo_gym.verify.math import (
     MathVerifier,
+    _exact_compare,
+    _parse_exact,
     extract_answer,
     fast_compare,
     parse_number,
@@ -233,3 +235,105 @@ def test_verify_math_is_bounded_on_arbitrary_input(
         assert time.monotonic() - started <= 2.0 + 1.0
 
     asyncio.run(run())
+
+
+# The extended fast path: radicals, pi, e, polynomials, statements, tuples, intervals,
+# sets and words, decided exactly in-process, each right and wrong.
+
+EXTENDED_CASES = [
+    # (gold, prediction, verdict)
+    ("2\\sqrt{2}", "\\sqrt{8}", True),
+    ("\\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", True),
+    ("\\sqrt{2}", "\\sqrt{3}", False),
+    ("\\sqrt{5}-1", "\\sqrt{5}+1", False),
+    ("4", "\\sqrt{16}", True),
+    ("4", "\\sqrt{17}", False),
+    ("3", "\\sqrt[3]{27}", True),
+    ("\\frac{\\pi}{3}", "\\frac{\\pi}{4}", False),
+    ("\\pi \\cdot 4", "4\\pi", True),
+    ("\\frac{1}{e^{100}}", "e^{-100}", True),
+    ("e^{-100}", "e^{-101}", False),
+    ("1-\\frac{1}{e}", "1+\\frac{1}{e}", False),
+    ("(x-1)(x+1)", "x^2-1", True),
+    ("(x+1)^2", "x^2+1", False),
+    ("0.5x", "\\frac{x}{2}", True),
+    ("y=2x+3", "y = 3x + 2", False),
+    ("10", "\\binom{5}{2}", True),
+    ("1+1=2", "2+2=4", False),
+    ("5", "x = 2 + 3 = 5", True),
+    ("[1,2)", "[1, 2)", True),
+    ("[1,2)", "(1, 2]", False),
+    ("(-\\infty,3)", "(-\\infty, 3]", False),
+    ("\\{3,2,1\\}", "\\{1, 2, 3\\}", True),
+    ("\\{1,2,3\\}", "\\{1, 2\\}", False),
+    ("-2, 2", "2, -2", True),
+    ("(1,2,3)", "(1, 2, 4)", False),
+    ("\\text{Monday}", "\\text{Tuesday}", False),
+]
+
+
+@pytest.mark.parametrize(("gold", "prediction", "verdict"), EXTENDED_CASES)
+async def test_extended_fast_path(gold: str, prediction: str, verdict: bool) -> None:
+    # No pool: a slow-path pair would start one; these must all be decided in-process.
+    result = await verify_math(f"\\boxed{{{prediction}}}", gold, pool=_NoPool())  # type: ignore[arg-type]
+    assert result.path == "fast" and result.correct is verdict
+
+
+# Where math-verify's reading is unclear, the fast path must leave the pair to it.
+@pytest.mark.parametrize(
+    ("gold", "prediction"),
+    [
+        ("\\sqrt{2}", "1.4142"),  # a decimal against an irrational: rounding rules
+        ("\\{1,2\\}", "(1,2)"),  # math-verify says equal
+        ("(2,1)", "(3,1)"),  # two empty intervals?
+        ("(1,2,3)", "(3,2,1)"),  # a reordering: tuple or set?
+        ("\\pi", "e"),  # pi and e together
+        ("5", "5cm"),  # letters run into a word: a unit for math-verify
+        ("2(3)", "6"),  # math-verify does not read 2(3) as 6
+        ("\\sqrt[3]{-8}", "-2"),  # principal complex root
+        ("1,234", "1234"),  # a thousands separator or a pair
+    ],
+)
+def test_extended_fast_path_defers_the_unclear(gold: str, prediction: str) -> None:
+    a, b = _parse_exact(gold), _parse_exact(prediction)
+    assert a is None or b is None or _exact_compare(a, b) is None
+
+
+class _NoPool:
+    async def call(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("the slow path was taken")
+
+
+_surd = st.builds(
+    lambda c, n, r: f"{c}\\sqrt{{{r}}}" if n else str(c),
+    st.integers(-12, 12).filter(bool),
+    st.booleans(),
+    st.integers(1, 50),
+)
+_form = st.one_of(
+    _surd,
+    st.builds(
+        lambda a, b: f"\\frac{{{a}}}{{\\sqrt{{{b}}}}}", st.integers(1, 9), st.integers(1, 30)
+    ),
+    st.builds(lambda a, b: f"{a}\\pi+{b}", st.integers(-5, 5), st.integers(-5, 5)),
+    st.builds(lambda a, b: f"({a}x+{b})^2", st.integers(-3, 3), st.integers(-3, 3)),
+    st.builds(lambda a, b: f"x^2+{a}x+{b}", st.integers(-6, 6), st.integers(-9, 9)),
+    st.builds(lambda a, b: f"({a}, {b})", st.integers(-3, 3), st.integers(-3, 3)),
+    st.builds(lambda a, b: f"\\{{{a}, {b}\\}}", st.integers(-3, 3), st.integers(-3, 3)),
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_form, _form)
+def test_the_fast_path_says_equal_only_when_math_verify_does(gold: str, prediction: str) -> None:
+    from math_verify import parse, verify
+
+    a, b = _parse_exact(gold), _parse_exact(prediction)
+    verdict = None if a is None or b is None else _exact_compare(a, b)
+    if verdict is None:
+        return
+    theirs = verify(parse(f"\\boxed{{{gold}}}"), parse(f"\\boxed{{{prediction}}}"))
+    if verdict:  # never "equal" where math-verify says they differ
+        assert theirs, (gold, prediction)
+    elif theirs:  # "differ" against math-verify's "equal": only for sets read as tuples
+        assert "(" in gold, (gold, prediction)
