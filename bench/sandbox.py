@@ -13,12 +13,16 @@ Rows (milliseconds, median and p90 over --n runs):
   end to end through `CodeVerifier.verify` (compiled once, one fork per test, warm pool);
 - `20-test solution, exec per test`: the same through the generic path a provider
   without the worker gets (a fresh interpreter per test).
+- `floor: ...`: what the machine charges for the primitives underneath: a bare
+  `os.fork()` + `os._exit` + `waitpid` of a small Python process (the worker's imports,
+  no sandbox), and `posix_spawn` of `/bin/true`. The fork path cannot beat the first.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -136,12 +140,49 @@ async def bench_fresh_bwrap(n: int) -> tuple[str, float, float]:
     return ("local: python snippet, fresh bwrap", *summary(await timed(once, max(3, n // 3))))
 
 
+_FLOOR = """
+import gc, json, os, selectors, shutil, statistics, sys, time, traceback
+gc.freeze()
+n = int(sys.argv[1])
+def run(fn):
+    out = []
+    for _ in range(n + 1):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out[1:]
+def fork():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+def spawn():
+    os.waitpid(os.posix_spawn("/bin/true", ["/bin/true"], {}), 0)
+print(json.dumps([run(fork), run(spawn)]))
+"""
+
+
+def bench_floor(n: int) -> list[tuple[str, float, float]]:
+    """The cost of the primitives on this machine, measured in a separate small process."""
+    done = subprocess.run(
+        [python_for_sandbox(), "-I", "-c", _FLOOR, str(max(n, 20))],
+        capture_output=True,
+        check=True,
+        text=True,
+    )
+    fork, spawn = json.loads(done.stdout)
+    return [
+        ("floor: python fork + _exit + waitpid", *summary(fork)),
+        ("floor: spawn /bin/true + waitpid", *summary(spawn)),
+    ]
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=30, help="runs per row")
     parser.add_argument("--providers", default="local,process")
     args = parser.parse_args()
-    rows: list[tuple[str, float, float]] = []
+    rows: list[tuple[str, float, float]] = bench_floor(args.n)
     for name in args.providers.split(","):
         if name == "local" and unavailable_reason() is not None:
             print(f"skipping local: {unavailable_reason()}")

@@ -19,6 +19,21 @@ namespace kills whatever is left when the sandbox ends.
 Python fast path: ``python`` and ``batch`` requests run compiled Python code in the
 forked child itself (``exec`` of a code object, no new interpreter). The code is
 compiled once, in the worker, and every forked child inherits the code object.
+
+Where the time goes, and what keeps it short (on a VM a page fault costs microseconds,
+and a fork of this ~8 MB process costs about a millisecond, most of it page tables and
+copy-on-write faults):
+
+- a spare child is forked while the worker is idle and waits on a pipe; the next exec
+  hands it its run (code, stdin, env, limits: a marshalled dict) instead of forking;
+- a batch forks its next run while the current one runs; that child does its whole
+  setup, then waits for its turn (runs never overlap, they stay one at a time);
+- the child's setup touches as little as possible (stdio objects made once in the
+  worker, the environment changed only where an exec's `env` differs);
+- a Python child closes stdout and stderr before ``_exit``; the worker then reads the
+  exit code from ``/proc/PID/stat`` once the kernel has fixed it, without waiting for
+  the teardown of the child's memory; the child is reaped when it is gone, and a new
+  job starts only once every child of the previous ones is reaped.
 """
 
 from __future__ import annotations
@@ -28,8 +43,10 @@ import errno
 import gc
 import io
 import json
+import marshal
 import os
 import resource
+import select
 import selectors
 import shutil
 import signal
@@ -45,6 +62,10 @@ READ_CHUNK = 1 << 16
 PIPE_GRACE_S = 0.2  # after the child exits, how long to wait for pipes held by its leftovers
 MAX_SOURCE_BYTES = 1 << 20  # Python source the worker agrees to compile
 PR_SET_CHILD_SUBREAPER = 36
+PF_EXITING = 0x4  # /proc/PID/stat flags: the process is exiting
+GO, SPARE = b"g", b"s"  # what a child forked ahead reads when its turn comes
+RUN_KEYS = ("env", "cwd", "limits", "mode", "argv", "args", "codes")  # what a spare gets
+SPARE_MAX_BYTES = 60 << 10  # a spare's run (code and stdin) must fit in its go pipe
 
 
 def encode_frame(header: dict[str, Any], blobs: Sequence[bytes] = ()) -> bytes:
@@ -86,12 +107,23 @@ def _apply_limits(limits: dict[str, int]) -> None:
         resource.setrlimit(key, (value, hard))
 
 
-def _child(spec: dict[str, Any], stdin_fd: int, out_w: int, err_w: int) -> None:
-    """Runs in the forked child; never returns."""
+def _child(spec: dict[str, Any], stdin_fd: int, out_w: int, err_w: int, go_r: int) -> None:
+    """Runs in the forked child; never returns.
+
+    A child forked for a known run (`spec` has its "mode") does all its setup at once.
+    With `go_r` >= 0 it was forked ahead of its turn and then waits on `go_r`: one byte
+    (`GO`) starts a prepared child (the next run of a batch); a spare, forked while the
+    worker was idle before any request, gets `SPARE` followed by its run as a marshalled
+    dict (stdin included) and does the run-specific setup then. End of file instead means
+    cancelled (or the worker died): the child exits without running anything. A setup
+    error is reported only once the child's turn has come, so results stay in order.
+    """
     code = 127
+    error = b""
     try:
         os.setsid()
-        os.dup2(stdin_fd, 0)
+        if stdin_fd >= 0:
+            os.dup2(stdin_fd, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         # Every worker fd is close-on-exec; a Python child never execs, so it closes them
@@ -103,43 +135,142 @@ def _child(spec: dict[str, Any], stdin_fd: int, out_w: int, err_w: int) -> None:
                 pass
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        env = spec["env"]
-        os.chdir(spec["cwd"])
-        _apply_limits(spec["limits"])
-        if spec["mode"] == "argv":
-            # Python ignores SIGPIPE and SIGXFSZ; an exec'd program must get the defaults.
-            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-            argv = spec["argv"]
+        if "mode" in spec:
+            _prepare(spec)
+    except BaseException:  # reported when the child's turn comes (after go)
+        error = traceback.format_exc().encode(errors="replace")
+    if go_r >= 0:
+        run = _wait_go(go_r)
+        if run is None:  # cancelled (or the worker died): run nothing
+            os._exit(0)
+        if run and not error:
             try:
-                os.execvpe(argv[0], argv, env)
-            except OSError as exc:
-                os.write(2, f"exec {argv[0]!r} failed: {exc.strerror}\n".encode())
-                code = 126 if exc.errno == errno.EACCES else 127
-        else:
-            code = _run_python(spec, env)
-    except BaseException:  # report whatever broke the child's setup, then exit
+                spec.update(run)
+                fd = _stdin_fd(spec.pop("stdin"))
+                os.dup2(fd, 0)
+                os.close(fd)
+                _prepare(spec)
+            except BaseException:
+                error = traceback.format_exc().encode(errors="replace")
+    if not error:
         try:
-            os.write(2, traceback.format_exc().encode(errors="replace"))
+            if spec["mode"] == "python":
+                code = _run_python(spec)
+                # Closing stdout/stderr now (flushed) lets the worker see the end of the
+                # output, and read the exit code from /proc, while the kernel still tears
+                # down this process's copy of the worker's memory (the slow part of exit).
+                for fd in (1, 2):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            else:
+                # Python ignores SIGPIPE and SIGXFSZ; an exec'd program must get the defaults.
+                signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+                signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+                argv = spec["argv"]
+                try:
+                    os.execvpe(argv[0], argv, spec["env"])
+                except OSError as exc:
+                    error = f"exec {argv[0]!r} failed: {exc.strerror}\n".encode()
+                    code = 126 if exc.errno == errno.EACCES else 127
+        except BaseException:
+            error = traceback.format_exc().encode(errors="replace")
+    if error:
+        try:
+            os.write(2, error)
         except OSError:
             pass
     os._exit(code)
 
 
-def _run_python(spec: dict[str, Any], env: dict[str, str]) -> int:
-    os.environ.clear()
-    os.environ.update(env)
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
-    sys.stderr = io.TextIOWrapper(
-        io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace"
-    )
-    sys.argv = ["-c", *spec.get("args", ())]
+def _wait_go(go_r: int) -> dict[str, Any] | None:
+    """Block until the worker says go: {} (prepared), the run (a spare), None (cancelled)."""
+    try:
+        kind = os.read(go_r, 1)
+        if kind == GO:
+            return {}
+        if kind != SPARE:
+            return None
+        data = bytearray()
+        size = None
+        while size is None or len(data) < size + 4:
+            chunk = os.read(go_r, 1 << 16)
+            if not chunk:
+                return None  # a partial message: the worker gave up on this spare
+            data += chunk
+            if size is None and len(data) >= 4:
+                size = int.from_bytes(data[:4], "big")
+        run = marshal.loads(bytes(data[4 : 4 + size]))
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    finally:
+        try:
+            os.close(go_r)
+        except OSError:
+            pass
+    return run if isinstance(run, dict) else None
+
+
+def _prepare(spec: dict[str, Any]) -> None:
+    """The run-specific setup: cwd, rlimits and, for Python, the interpreter's state."""
+    os.chdir(spec["cwd"])
+    _apply_limits(spec["limits"])
+    if spec["mode"] == "python":
+        _python_setup(spec)
+
+
+def _stdin_fd(stdin: bytes | None) -> int:
+    """An fd to read `stdin` from: a memfd (never blocks the writer), or /dev/null."""
+    if not stdin:
+        return os.open(os.devnull, os.O_RDONLY)
+    fd = os.memfd_create("stdin")
+    view = memoryview(stdin)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _python_setup(spec: dict[str, Any]) -> None:
+    """Make the forked interpreter look like a fresh `python3 -c` (before user code runs).
+
+    Kept small on purpose: every object the child touches costs it a copy-on-write page
+    fault. The worker's environment already is the sandbox's (see `main`), so only an
+    exec's own `env` changes it; the stdio objects were made once, in the worker, and are
+    never used there, so each child gets them pristine.
+    """
+    env = spec["env"]
+    environ = os.environ
+    if len(environ) != len(env) or any(environ.get(k) != v for k, v in env.items()):
+        # Replace the C environment and os.environ in place (what a subprocess inherits).
+        for key in [k for k in environ if k not in env]:
+            del environ[key]
+        for key, value in env.items():
+            if environ.get(key) != value:
+                environ[key] = value
+    sys.stdin, sys.stdout, sys.stderr = spec["stdio"]
+    sys.argv = ["-c", *spec["args"]]
     sys.path.insert(0, "")
+
+
+def _make_stdio() -> tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]:
+    """Fresh text streams on fds 0-2 for the Python children (they inherit them unused)."""
+    return (
+        io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8"),
+        io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8"),
+        io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace"
+        ),
+    )
+
+
+def _run_python(spec: dict[str, Any]) -> int:
     code = 0
     try:
+        # a fresh namespace per child; the code objects are the worker's (or a copy)
+        namespace = {"__builtins__": builtins, "__doc__": None}
         for compiled, name in spec["codes"]:
-            namespace = spec["namespace"]
             namespace["__name__"] = name
             exec(compiled, namespace)
     except SystemExit as exc:
@@ -167,9 +298,15 @@ def _run_python(spec: dict[str, Any], env: dict[str, str]) -> int:
 
 
 class Run:
-    """One forked child and what it printed."""
+    """One forked child and what it printed.
 
-    def __init__(self, pid: int, out_r: int, err_r: int, deadline: float, cap: int) -> None:
+    A run forked ahead of its turn (the next input of a batch) is `waiting` until the
+    worker writes to `go_w`; its wall-clock deadline and duration start then.
+    """
+
+    def __init__(
+        self, pid: int, out_r: int, err_r: int, deadline: float, cap: int, go_w: int = -1
+    ) -> None:
         self.pid = pid
         self.fds = {out_r: bytearray(), err_r: bytearray()}
         self.out_r, self.err_r = out_r, err_r
@@ -177,8 +314,11 @@ class Run:
         self.open = {out_r, err_r}
         self.deadline = deadline
         self.cap = cap
+        self.go_w = go_w
+        self.waiting = go_w >= 0
         self.started = time.monotonic()
         self.status: int | None = None
+        self.reaped = False
         self.ended = 0.0
         self.timed_out = False
 
@@ -188,7 +328,7 @@ class Run:
             {
                 "exit_code": status,
                 "timed_out": self.timed_out,
-                "duration_s": round((self.ended or time.monotonic()) - self.started, 6),
+                "duration_s": round(max((self.ended or time.monotonic()) - self.started, 0.0), 6),
                 "stdout_truncated": self.truncated[self.out_r],
                 "stderr_truncated": self.truncated[self.err_r],
             },
@@ -197,29 +337,42 @@ class Run:
 
 
 class Job:
-    """A request being served: one run (exec, python) or a sequence of runs (batch)."""
+    """A request being served: one run (exec, python) or a sequence of runs (batch).
+
+    A batch keeps its next run forked ahead (`next`), waiting for its turn: the fork and
+    the child's setup then overlap the current run instead of adding to it. Runs still
+    happen one at a time, in order.
+    """
 
     def __init__(self, request: dict[str, Any], blobs: list[bytes], spec: dict[str, Any]) -> None:
         self.id = request["id"]
         self.request = request
         self.spec = spec
         self.stdins = blobs
-        self.index = 0
+        self.index = 0  # inputs forked so far
         self.run: Run | None = None
+        self.next: Run | None = None
         self.results: list[tuple[dict[str, Any], list[bytes]]] = []
         self.deadline = time.monotonic() + float(request.get("total_timeout") or 1e9)
+        self.timeout = float(request["timeout"])
+        self.batch = request["op"] == "batch"
 
 
 class Worker:
     def __init__(self, config: dict[str, Any], proto_in: int, proto_out: int) -> None:
         self.workdir = config["workdir"]
         self.base_env = config.get("env", {})
+        self.stdio = _make_stdio()  # after main() put /dev/null on fds 0-2
         self.proto_in = proto_in
         self.proto_out = proto_out
         self.inbuf = bytearray()
         self.jobs: dict[int, Job] = {}
         self.runs: dict[int, tuple[Job, Run]] = {}  # by pid
         self.fd_runs: dict[int, Run] = {}
+        self.go_fds: set[int] = set()  # go pipes of runs forked ahead
+        self.spare: Run | None = None  # a child forked while idle, waiting for the next run
+        self.exiting: set[int] = set()  # pids of finished runs not reaped yet
+        self.want_spare = True
         self.codes: dict[tuple[str, bytes], Any] = {}  # compiled code by (filename, source)
         self.selector = selectors.DefaultSelector()
         os.set_blocking(proto_in, False)
@@ -281,7 +434,7 @@ class Worker:
                 job.deadline = 0.0
                 self.expire(job.run, time.monotonic())
         elif op == "reset":
-            self.kill_all()
+            self.kill_all(keep_spare=True)
             self.wipe_workdir()
             self.send({"id": req["id"], "ok": True})
         elif op == "shutdown":
@@ -346,6 +499,7 @@ class Worker:
             "mode": "argv" if op == "exec" or req.get("mode") == "argv" else "python",
             "argv": req.get("argv"),
             "args": req.get("args") or [],
+            "stdio": self.stdio,
         }
         if spec["mode"] == "python":
             # blob 0 is the program, blob 1 an optional harness run after it in its namespace
@@ -367,45 +521,159 @@ class Worker:
             blobs = blobs[n_code:]
         job = Job(req, blobs if op == "batch" else blobs[:1], spec)
         self.jobs[job.id] = job
+        if self.exiting and all(other is None for other, _ in self.runs.values()):
+            self.wait_exiting()
         self.next_run(job)
 
     def next_run(self, job: Job) -> None:
+        """Start the job's next run (the one forked ahead, if any), or finish the job."""
         now = time.monotonic()
-        if job.index >= len(job.stdins) or (job.index > 0 and now >= job.deadline):
+        if job.index >= len(job.stdins) and job.next is None:
             self.finish(job)
             return
+        if (job.results or job.next) and now >= job.deadline:  # later runs never start
+            self.finish(job)
+            return
+        run = job.next
+        job.next = None
+        if run is None:
+            run = self.take_spare(job) or self.fork_run(job, waiting=False)
+            if run is None:  # fork failed: recorded as the run's result
+                self.after_run(job)
+                return
+        else:
+            self.go(run)
+        run.started = now
+        run.deadline = min(now + job.timeout, job.deadline)
+        job.run = run
+        if job.batch and job.index < len(job.stdins) and now < job.deadline:
+            job.next = self.fork_run(job, waiting=True)
+
+    def fork_run(self, job: Job, *, waiting: bool) -> Run | None:
+        """Fork the child for the job's next input; None (and a result) if fork fails."""
         stdin = job.stdins[job.index]
         job.index += 1
-        deadline = min(now + float(job.request["timeout"]), job.deadline)
-        if job.spec["mode"] == "python":
-            # each child gets a fresh namespace; the code objects are shared
-            job.spec["namespace"] = {"__builtins__": builtins, "__doc__": None}
-        stdin_fd = self.stdin_fd(stdin)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        fds = {*self.worker_fds(), stdin_fd, out_r, out_w, err_r, err_w} - {0, 1, 2}
-        job.spec["close_fds"] = sorted(fds)
         try:
-            pid = os.fork()
+            return self.fork_child(job, job.spec, stdin, waiting=waiting)
         except OSError as exc:
-            for fd in (stdin_fd, out_r, out_w, err_r, err_w):
-                os.close(fd)
+            if waiting:  # no run ahead; the next one forks when its turn comes
+                job.index -= 1
+                return None
             job.results.append(
                 ({"exit_code": 127, "timed_out": False, "duration_s": 0.0}, [b"", _err(exc)])
             )
-            self.after_run(job)
-            return
+            return None
+
+    def fork_child(
+        self, job: Job | None, spec: dict[str, Any], stdin: bytes | None, *, waiting: bool
+    ) -> Run:
+        """Fork a child with its output pipes (and a go pipe when `waiting`); OSError if not.
+
+        A spare (`job` None) gets no stdin yet: it comes with the run, through the go pipe.
+        """
+        own: list[int] = []
+        try:
+            stdin_fd = _stdin_fd(stdin) if job is not None else -1
+            if stdin_fd >= 0:
+                own.append(stdin_fd)
+            out_r, out_w = os.pipe()
+            own += [out_r, out_w]
+            err_r, err_w = os.pipe()
+            own += [err_r, err_w]
+            go_r = go_w = -1
+            if waiting:
+                go_r, go_w = os.pipe()
+                own += [go_r, go_w]
+            # the child closes all of these once its stdio is in place, all but its go pipe
+            spec["close_fds"] = sorted({*self.worker_fds(), *own} - {go_r, 0, 1, 2})
+            pid = os.fork()
+        except OSError:
+            for fd in own:
+                os.close(fd)
+            raise
         if pid == 0:
-            _child(job.spec, stdin_fd, out_w, err_w)
-        for fd in (stdin_fd, out_w, err_w):
-            os.close(fd)
-        run = Run(pid, out_r, err_r, deadline, int(job.spec["limits"].get("output") or 1 << 20))
-        job.run = run
+            _child(spec, stdin_fd, out_w, err_w, go_r)
+        for fd in (stdin_fd, out_w, err_w, go_r):
+            if fd >= 0:
+                os.close(fd)
+        cap = int((spec.get("limits") or {}).get("output") or 1 << 20)
+        run = Run(pid, out_r, err_r, float("inf"), cap, go_w)
         self.runs[pid] = (job, run)
+        if go_w >= 0:
+            os.set_blocking(go_w, False)  # a write that does not fit drops the child instead
+            self.go_fds.add(go_w)
         for fd in (out_r, err_r):
             os.set_blocking(fd, False)
             self.selector.register(fd, selectors.EVENT_READ, "run")
             self.fd_runs[fd] = run
+        return run
+
+    def fork_spare(self) -> None:
+        """Fork a spare child while idle, so the next exec skips the fork and the setup."""
+        try:
+            self.spare = self.fork_child(None, {"stdio": self.stdio}, None, waiting=True)
+        except OSError:  # no spare then (e.g. the pids limit); execs fork as they come
+            self.spare = None
+
+    def take_spare(self, job: Job) -> Run | None:
+        """Hand the job's next run to the spare child, if there is one and the run fits."""
+        spare = self.spare
+        if spare is None:
+            return None
+        self.spare = None
+        if spare.status is not None:  # it died waiting (killed from inside the sandbox)
+            self.drop(spare)
+            return None
+        run = {key: job.spec[key] for key in RUN_KEYS if key in job.spec}
+        run["stdin"] = job.stdins[job.index]
+        payload = marshal.dumps(run)
+        if len(payload) > SPARE_MAX_BYTES:
+            self.spare = spare  # kept for a smaller run
+            return None
+        message = SPARE + len(payload).to_bytes(4, "big") + payload
+        try:
+            written = os.write(spare.go_w, message)
+        except OSError:
+            written = 0
+        if written != len(message):  # its pipe is smaller than usual, or it is gone
+            self.drop(spare)
+            return None
+        self.close_go(spare)
+        spare.waiting = False
+        spare.cap = int(job.spec["limits"].get("output") or 1 << 20)
+        job.index += 1
+        self.runs[spare.pid] = (job, spare)
+        return spare
+
+    def go(self, run: Run) -> None:
+        """Let a prepared run forked ahead start (it waits on its go pipe)."""
+        run.waiting = False
+        try:
+            os.write(run.go_w, GO)
+        except OSError:  # it died waiting (killed from inside the sandbox): its status says so
+            pass
+        self.close_go(run)
+
+    def close_go(self, run: Run) -> None:
+        if run.go_w >= 0:
+            self.go_fds.discard(run.go_w)
+            os.close(run.go_w)
+            run.go_w = -1
+
+    def drop(self, run: Run) -> None:
+        """Cancel a run that never started: it exits (or is killed), is reaped, not reported."""
+        self.close_go(run)  # EOF on its go pipe: it exits without running anything
+        if not run.reaped:  # (a reaped pid may belong to someone else by now)
+            _killpg(run.pid)
+            try:
+                os.kill(run.pid, signal.SIGKILL)  # also before its setsid
+            except ProcessLookupError:
+                pass
+        for fd in list(run.open):
+            self.close_fd(run, fd)
+        self.runs.pop(run.pid, None)
+        if not run.reaped:
+            self.exiting.add(run.pid)  # reaped when it ends, like a finished run
 
     def worker_fds(self) -> list[int]:
         """The worker's own descriptors (protocol, wake-up pipe, selector, run pipes)."""
@@ -416,18 +684,8 @@ class Worker:
             self.wake_w,
             self.selector.fileno(),
             *self.fd_runs,
+            *self.go_fds,
         ]
-
-    @staticmethod
-    def stdin_fd(stdin: bytes | None) -> int:
-        if not stdin:
-            return os.open(os.devnull, os.O_RDONLY)
-        fd = os.memfd_create("stdin")
-        view = memoryview(stdin)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.lseek(fd, 0, os.SEEK_SET)
-        return fd
 
     def read_output(self, fd: int) -> None:
         run = self.fd_runs[fd]
@@ -452,6 +710,28 @@ class Worker:
             self.selector.unregister(fd)
             del self.fd_runs[fd]
             os.close(fd)
+            if not run.open and run.status is None and not run.waiting:
+                self.early_status(run)
+
+    def early_status(self, run: Run) -> None:
+        """The exit status of a child that is past the point of no return, before reaping.
+
+        The kernel records the exit code, then detaches the process's memory (its mm),
+        then tears that memory down, which for a fork of the worker is most of the cost
+        of exiting, and only then reports the exit (SIGCHLD). `/proc/PID/stat` shows the
+        process as exiting (PF_EXITING) with no memory (vsize 0) from the moment the code
+        is final; the kernel writes both, so the child cannot forge them. The child is
+        still reaped later (`exiting` tracks it).
+        """
+        try:
+            with open(f"/proc/{run.pid}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            flags, vsize, code = int(fields[6]), int(fields[20]), int(fields[49])
+        except (OSError, IndexError, ValueError):
+            return
+        if flags & PF_EXITING and vsize == 0:
+            run.status = os.waitstatus_to_exitcode(code)
+            run.ended = time.monotonic()
 
     def reap(self) -> None:
         while True:
@@ -461,10 +741,13 @@ class Worker:
                 return
             if pid == 0:
                 return
+            self.exiting.discard(pid)
             entry = self.runs.get(pid)
             if entry is not None:
-                entry[1].status = os.waitstatus_to_exitcode(status)
-                entry[1].ended = time.monotonic()
+                entry[1].reaped = True
+                if entry[1].status is None:
+                    entry[1].status = os.waitstatus_to_exitcode(status)
+                    entry[1].ended = time.monotonic()
 
     def expire(self, run: Run, now: float) -> None:
         if run.status is None:
@@ -476,6 +759,8 @@ class Worker:
         """Advance every run; the seconds until the next deadline (for select)."""
         now = time.monotonic()
         for job, run in list(self.runs.values()):
+            if job is None or run.waiting or job.run is not run:
+                continue  # forked ahead, not started: no deadline, no result yet
             if run.status is None and now >= run.deadline:
                 self.expire(run, now)
             # leftovers of the child may hold its pipes open: wait a little, not forever
@@ -483,13 +768,17 @@ class Worker:
                 for fd in list(run.open):
                     self.close_fd(run, fd)
                 del self.runs[run.pid]
+                if not run.reaped:
+                    self.exiting.add(run.pid)  # its exit code is known; reaped when it ends
                 job.run = None
                 job.results.append(run.result())
-                if job.request["op"] == "batch":
+                if job.batch:
                     _killpg(run.pid)  # tests are independent: nothing of one outlives it
                 self.after_run(job)  # may start the job's next run
         wait = 3600.0
-        for _, run in self.runs.values():
+        for job, run in self.runs.values():
+            if job is None or run.waiting or job.run is not run:
+                continue
             if run.status is not None:
                 wait = min(wait, run.ended + PIPE_GRACE_S - now)
             elif run.timed_out:
@@ -501,16 +790,20 @@ class Worker:
     def after_run(self, job: Job) -> None:
         last = job.results[-1][0]
         failed = last["exit_code"] != 0 or last["timed_out"]
-        if job.request["op"] != "batch" or (failed and job.request.get("stop_on_error")):
+        if not job.batch or (failed and job.request.get("stop_on_error")):
             self.finish(job)
-        elif job.index < len(job.stdins) and time.monotonic() < job.deadline:
+        elif (job.index < len(job.stdins) or job.next) and time.monotonic() < job.deadline:
             self.next_run(job)
         else:
             self.finish(job)
 
     def finish(self, job: Job) -> None:
+        if job.next is not None:
+            self.drop(job.next)
+            job.next = None
         self.jobs.pop(job.id, None)
-        if job.request["op"] == "batch":
+        self.want_spare = True
+        if job.batch:
             blobs: list[bytes] = []
             for _, (out, err) in job.results:
                 blobs += [out, err]
@@ -523,12 +816,26 @@ class Worker:
 
     # -- cleanup
 
-    def kill_all(self) -> None:
-        """Kill every descendant: runs, their groups, and orphans re-parented to us."""
+    def kill_all(self, *, keep_spare: bool = False) -> None:
+        """Kill every descendant: runs, their groups, and orphans re-parented to us.
+
+        With `keep_spare` the idle spare survives: it never ran anything of the sandbox's.
+        """
+        if self.spare is not None and not keep_spare:
+            self.drop(self.spare)
+            self.spare = None
+        spare = self.spare.pid if self.spare is not None else None
+        for job in list(self.jobs.values()):
+            job.deadline = 0.0  # a batch in flight starts no further run
+            if job.next is not None:
+                self.drop(job.next)
+                job.next = None
         for _, run in list(self.runs.values()):
-            _killpg(run.pid)
+            if run.pid != spare:
+                _killpg(run.pid)
         for _ in range(200):
-            children = _children()
+            self.reap()
+            children = [pid for pid in _children() if pid != spare]
             if not children:
                 break
             for pid in children:
@@ -537,16 +844,37 @@ class Worker:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            time.sleep(0.002)
-            self.reap()
+            # wait for the next SIGCHLD (the wake-up pipe), not a fixed sleep
+            select.select([self.wake_r], [], [], 0.01)
+            self.drain_wake()
         self.reap()
-        for _, run in list(self.runs.values()):
+        for job, run in list(self.runs.values()):
+            if job is None:
+                continue
             if run.status is None:
                 run.status = -signal.SIGKILL
                 run.ended = time.monotonic()
                 run.timed_out = True
             run.deadline = 0.0
         self.tick()
+
+    def wait_exiting(self) -> None:
+        """Wait (briefly) until finished runs are reaped: a new job starts with none left."""
+        deadline = time.monotonic() + 1.0
+        while self.exiting and time.monotonic() < deadline:
+            self.reap()
+            if self.exiting:
+                select.select([self.wake_r], [], [], 0.01)
+                self.drain_wake()
+        if self.exiting:  # never wait twice for what is no longer our child
+            self.exiting &= set(_children())
+
+    def drain_wake(self) -> None:
+        try:
+            while os.read(self.wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
 
     def wipe_workdir(self) -> None:
         for entry in os.scandir(self.workdir):
@@ -561,15 +889,16 @@ class Worker:
     def serve(self) -> None:
         while not self.closing:
             timeout = self.tick()
+            if self.want_spare and self.spare is None and not self.runs and not self.exiting:
+                # idle: fork the next exec's child now, unless a request is already waiting
+                if not select.select([self.proto_in], [], [], 0)[0]:
+                    self.want_spare = False
+                    self.fork_spare()
             for key, _ in self.selector.select(timeout):
                 if key.data == "proto":
                     self.read_requests()
                 elif key.data == "wake":
-                    try:
-                        while os.read(self.wake_r, 512):
-                            pass
-                    except BlockingIOError:
-                        pass
+                    self.drain_wake()
                     self.reap()
                 elif key.fileobj in self.fd_runs:
                     self.read_output(key.fileobj)  # type: ignore[arg-type]
@@ -617,6 +946,10 @@ def main() -> None:
     os.close(null)
     os.makedirs(config["workdir"], exist_ok=True)
     os.chdir(config["workdir"])
+    # The sandbox's environment becomes the worker's own: a child that adds nothing to
+    # it then has nothing to change (the worker itself reads none of it).
+    os.environ.clear()
+    os.environ.update(config.get("env", {}))
     _become_subreaper()
     worker = Worker(config, proto_in, proto_out)
     # Objects that exist now never need collecting: keeping them out of the GC's reach

@@ -220,3 +220,126 @@ async def test_cancelled_exec_kills_its_command() -> None:
             await task
         assert await _gone(marker)
         assert (await sb.exec("echo still usable")).stdout == "still usable\n"
+
+
+async def _worker_children(sb) -> list[int]:
+    """The worker's children, seen from a `cat` the worker runs (the cat included)."""
+    worker = (await sb.run_python("import os; print(os.getppid())")).stdout.strip()
+    listing = await sb.exec(f"cat /proc/{worker}/task/{worker}/children")
+    return [int(pid) for pid in listing.stdout.split()]
+
+
+async def test_exit_codes_are_exact_for_every_kind_of_ending() -> None:
+    # The worker may take a Python child's exit code from /proc before reaping it; the
+    # code must be the one waitpid would give, whatever the ending and however often.
+    endings = {
+        "pass": 0,
+        "raise SystemExit(3)": 3,
+        "raise ValueError('x')": 1,
+        "import sys; sys.stdout.write('o'); sys.exit(7)": 7,
+        "import os, signal; os.kill(os.getpid(), signal.SIGKILL)": -9,
+        "import os; os._exit(42)": 42,
+        "import os; os.close(1); os.close(2); os._exit(5)": 5,
+    }
+    async with ProcessProvider().start() as sb:
+        for _ in range(3):
+            for code, expected in endings.items():
+                assert (await sb.run_python(code)).exit_code == expected, code
+        batch = await sb.run_batch(
+            "import sys\nn = int(input())\nprint(n)\nsys.exit(n % 4)",
+            [f"{i}\n" for i in range(24)],
+            python=True,
+            timeout_per_run=5,
+        )
+        assert [r.exit_code for r in batch.results] == [i % 4 for i in range(24)]
+        assert [r.stdout for r in batch.results] == [f"{i}\n" for i in range(24)]
+        # a child that closes its output but keeps running is not taken for finished
+        held = await sb.run_python(
+            "import os, time\nos.close(1)\nos.close(2)\ntime.sleep(0.3)\nos._exit(6)"
+        )
+        assert held.exit_code == 6 and held.duration_s >= 0.3
+
+
+async def test_batch_runs_one_at_a_time_in_order() -> None:
+    # The next run is forked ahead; it must not start before the previous one ended.
+    program = (
+        "import os, time\nn = int(input())\n"
+        "assert not os.path.exists('busy'), 'overlap'\n"
+        "open('busy', 'w').close()\ntime.sleep(0.02)\n"
+        "with open('log', 'a') as f: f.write(f'{n} ')\nos.unlink('busy')\n"
+    )
+    async with ProcessProvider().start() as sb:
+        batch = await sb.run_batch(program, [f"{i}\n" for i in range(8)], python=True)
+        assert [r.exit_code for r in batch.results] == [0] * 8, batch.results
+        assert await sb.read_file("log") == b"0 1 2 3 4 5 6 7 "
+        # env, cwd and args reach every run, the one forked ahead included
+        await sb.write_file("sub/.keep", b"")
+        env_batch = await sb.run_batch(
+            "import os\nprint(os.environ['K'], os.getcwd().endswith('sub'), input())",
+            ["a", "b", "c"],
+            python=True,
+            env={"K": "v"},
+            cwd="sub",
+        )
+        assert [r.stdout for r in env_batch.results] == [f"v True {x}\n" for x in "abc"]
+
+
+async def test_runs_forked_ahead_leave_nothing_behind() -> None:
+    async with ProcessProvider().start() as sb:
+        # stop_on_error and the total deadline cancel the run already forked ahead
+        stopped = await sb.run_batch(
+            "raise SystemExit(int(input()))", ["0", "1", "0", "0"], python=True, stop_on_error=True
+        )
+        assert [r.exit_code for r in stopped.results] == [0, 1]
+        late = await sb.run_batch(
+            "import time; time.sleep(0.2)", ["x"] * 10, python=True, timeout_total=0.3
+        )
+        assert 1 <= len(late.results) < 10
+        # only the cat, nothing forked ahead and nothing still exiting
+        assert len(await _worker_children(sb)) == 1
+        await sb.reset()
+        assert len(await _worker_children(sb)) == 1
+
+
+async def test_spare_child_serves_any_exec_and_is_replaced_when_unusable() -> None:
+    async with ProcessProvider().start() as sb:
+        await asyncio.sleep(0.2)  # idle: the worker forks its spare
+        worker = (await sb.run_python("import os; print(os.getppid())")).stdout.strip()
+        await asyncio.sleep(0.2)
+        children = (await sb.exec(["cat", f"/proc/{worker}/task/{worker}/children"])).stdout
+        assert len(children.split()) == 1  # the cat was the spare: no other child
+        # stdin too large for the spare's pipe: a fresh fork runs it
+        big = "x" * (200 << 10)
+        result = await sb.run_python("import sys; print(len(sys.stdin.read()))", stdin=big)
+        assert result.stdout == f"{len(big)}\n"
+        assert (await sb.exec("wc -c", stdin=big)).stdout.strip() == str(len(big))
+        # code inside the sandbox kills the idle spare: the next exec still runs
+        await asyncio.sleep(0.2)
+        killed = await sb.run_python(
+            "import os, signal\n"
+            "for pid in open(f'/proc/{os.getppid()}/task/{os.getppid()}/children').read()"
+            ".split():\n"
+            "    if int(pid) != os.getpid(): os.kill(int(pid), signal.SIGKILL)\n"
+        )
+        assert killed.exit_code == 0
+        for _ in range(3):
+            assert (await sb.run_python("print(6 * 7)")).stdout == "42\n"
+        assert (await sb.exec(["echo", "ok"])).stdout == "ok\n"
+
+
+async def test_python_child_environment_is_exactly_the_sandboxs() -> None:
+    async with ProcessProvider().start() as sb:
+        plain = await sb.run_python("import os; print(sorted(os.environ))")
+        assert (
+            plain.stdout
+            == (await sb.exec(["python3", "-c", "import os; print(sorted(os.environ))"])).stdout
+        )
+        extra = await sb.run_python(
+            "import os, subprocess\nprint(os.environ['A'], os.environ['HOME'] == os.getcwd())\n"
+            "print(subprocess.run(['sh', '-c', 'echo $A'], capture_output=True, text=True).stdout)",
+            env={"A": "1"},
+        )
+        assert extra.stdout == "1 True\n1\n\n", extra
+        # an exec's env does not leak into the next one
+        after = await sb.run_python("import os; print(os.environ.get('A'))")
+        assert after.stdout == "None\n"
