@@ -7,7 +7,8 @@ import json
 import pytest
 
 import nemo_gym as gym
-from nemo_gym.envs.answers import final_integer, last_boxed
+from nemo_gym.envs.answers import final_integer
+from nemo_gym.verify.common import last_boxed
 from nemo_gym.models import ScriptedModel
 
 

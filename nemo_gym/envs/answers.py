@@ -4,25 +4,9 @@ from __future__ import annotations
 
 import re
 
+from nemo_gym.verify.common import last_boxed
+
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-
-
-def last_boxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` (braces balanced), or None."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth = 0
-    begin = start + len("\\boxed{")
-    for index in range(begin, len(text)):
-        char = text[index]
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            if depth == 0:
-                return text[begin:index]
-            depth -= 1
-    return None
 
 
 def last_number(text: str) -> str | None:

@@ -16,13 +16,16 @@ from nemo_gym.errors import VerifierError
 from nemo_gym.records import Task, Trajectory
 
 __all__ = [
+    "MAX_BOXED",
     "FencedBlock",
     "GoldFn",
     "fenced_blocks",
     "get_gold",
     "gold_strings",
+    "last_boxed",
     "response_text",
     "strip_thinking",
+    "tail_matches",
 ]
 
 GoldFn = Callable[[Task], Any]
@@ -117,3 +120,58 @@ def fenced_blocks(text: str) -> list[FencedBlock]:
     if opener is not None:
         blocks.append(FencedBlock(lang, text[opener.end() + 1 :], opener.start()))
     return blocks
+
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*(\{)?")
+MAX_BOXED = 10_000  # longer "answers" are not answers; also bounds the brace scan
+
+
+def tail_matches(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
+    """The matches in the shortest tail of `text` that holds one (a whole one).
+
+    Scanning windows growing from the end costs at most ~4/3 of one scan when nothing
+    matches, and only the tail when something does: a reply with 500k numbers does not
+    build 500k match objects to keep the last.
+    """
+    window = 4096
+    while True:
+        start = max(0, len(text) - window)
+        matches = [m for m in pattern.finditer(text, start) if m.start() > start or start == 0]
+        if matches or start == 0:
+            return matches
+        window *= 4
+
+
+def _brace_content(text: str, open_index: int) -> str | None:
+    """The content of the `{...}` group opening at `open_index`, or None if unbalanced."""
+    depth = 0
+    end = min(len(text), open_index + MAX_BOXED)
+    for i in range(open_index, end):
+        ch = text[i]
+        if ch == "{" and text[i - 1] != "\\":
+            depth += 1
+        elif ch == "}" and text[i - 1] != "\\":
+            depth -= 1
+            if depth == 0:
+                return text[open_index + 1 : i]
+    return None
+
+
+def last_boxed(text: str) -> str | None:
+    """The stripped content of the last `\\boxed{...}` (or `\\fbox`, `\\boxed 5`), or None.
+
+    Braces are balanced (escaped ones skipped); an unclosed or empty box is passed over
+    for the one before it (a few tries: the last is often cut off by max_tokens).
+    """
+    if "\\boxed" not in text and "\\fbox" not in text:
+        return None
+    matches = tail_matches(_BOXED, text)
+    for match in reversed(matches[-3:]):  # a few tries: the last may be cut off
+        if match.group(1):
+            content = _brace_content(text, match.start(1))
+        else:  # `\boxed 5`
+            rest = text[match.end() : match.end() + 100].split()
+            content = rest[0].rstrip(".$") if rest else None
+        if content is not None and content.strip():
+            return content.strip()
+    return None

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from nemo_gym.errors import MissingDependency, VerifierError
 from nemo_gym.records import Rewards, Task, Trajectory
+from nemo_gym.verify.common import MAX_BOXED, last_boxed, tail_matches
 from nemo_gym.verify.pool import WorkerError, WorkerPool
 
 __all__ = [
@@ -57,8 +58,6 @@ _WORKER_CHECK = f"{_WORKER_MODULE}:check"
 # Extraction. Every scan here is linear in the text (no nested quantifiers), so a 1 MB
 # reply costs milliseconds on the event loop.
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*(\{)?")
-_MAX_BOXED = 10_000  # longer "answers" are not answers; also bounds the brace scan
 _ANSWER = re.compile(r"(?i)(?:final\s+answer|answer)(?:\s+is|\s*[:=])\s*(?:\*\*|__)?\s*(?::\s*)?")
 _MATH_SPAN = re.compile(
     r"\$\$(.{1,2000}?)\$\$|\$([^$\n]{1,2000}?)\$|\\\((.{1,2000}?)\\\)|\\\[(.{1,2000}?)\\\]", re.S
@@ -80,55 +79,9 @@ class Extraction:
     anchor: Anchor
 
 
-def _tail_matches(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
-    """The matches in the shortest tail of `text` that holds one (a whole one).
-
-    Scanning windows growing from the end costs at most ~4/3 of one scan when nothing
-    matches, and only the tail when something does: a reply with 500k numbers does not
-    build 500k match objects to keep the last.
-    """
-    window = 4096
-    while True:
-        start = max(0, len(text) - window)
-        matches = [m for m in pattern.finditer(text, start) if m.start() > start or start == 0]
-        if matches or start == 0:
-            return matches
-        window *= 4
-
-
 def _last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
-    matches = _tail_matches(pattern, text)
+    matches = tail_matches(pattern, text)
     return matches[-1] if matches else None
-
-
-def _brace_content(text: str, open_index: int) -> str | None:
-    """The content of the `{...}` group opening at `open_index`, or None if unbalanced."""
-    depth = 0
-    end = min(len(text), open_index + _MAX_BOXED)
-    for i in range(open_index, end):
-        ch = text[i]
-        if ch == "{" and text[i - 1] != "\\":
-            depth += 1
-        elif ch == "}" and text[i - 1] != "\\":
-            depth -= 1
-            if depth == 0:
-                return text[open_index + 1 : i]
-    return None
-
-
-def _last_boxed(text: str) -> str | None:
-    if "\\boxed" not in text and "\\fbox" not in text:
-        return None
-    matches = _tail_matches(_BOXED, text)
-    for match in reversed(matches[-3:]):  # a few tries: the last may be cut off
-        if match.group(1):
-            content = _brace_content(text, match.start(1))
-        else:  # `\boxed 5`
-            rest = text[match.end() : match.end() + 100].split()
-            content = rest[0].rstrip(".$") if rest else None
-        if content is not None and content.strip():
-            return content.strip()
-    return None
 
 
 def _answer_span(tail: str) -> str | None:
@@ -148,7 +101,7 @@ def _answer_span(tail: str) -> str | None:
         unit_free = line[: number.end()].strip()
         if parse_number(unit_free) is not None:
             return unit_free
-    return line[:_MAX_BOXED]
+    return line[:MAX_BOXED]
 
 
 def _last_number(text: str) -> str | None:
@@ -190,12 +143,12 @@ def extract_answer(text: str, no_anchor: NoAnchorPolicy = "last_number") -> Extr
     think = text.rfind(_THINK_END)
     if think >= 0:
         text = text[think + len(_THINK_END) :]
-    boxed = _last_boxed(text)
+    boxed = last_boxed(text)
     if boxed is not None:
         return Extraction(boxed, "boxed")
     anchor = _last_match(_ANSWER, text)
     if anchor is not None:
-        answer = _answer_span(text[anchor.end() : anchor.end() + 4 * _MAX_BOXED])
+        answer = _answer_span(text[anchor.end() : anchor.end() + 4 * MAX_BOXED])
         if answer is not None:
             return Extraction(answer, "answer")
     if no_anchor == "last_number":
@@ -1014,7 +967,7 @@ def _gold_text(gold: Any) -> str:
             f"the gold answer must be a string or a number, got {type(gold).__name__}"
         )
     text = gold.strip()
-    boxed = _last_boxed(text)
+    boxed = last_boxed(text)
     if boxed is not None:
         text = boxed
     elif len(text) >= 2 and text[0] == "$" and text[-1] == "$":
