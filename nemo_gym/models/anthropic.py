@@ -24,7 +24,7 @@ from typing import Any
 
 from nemo_gym.errors import ConfigError, ModelError, require
 from nemo_gym.models.base import RetryPolicy
-from nemo_gym.models.openai import DEFAULT_TIMEOUT_S, ClientCache, _HTTPAdapter
+from nemo_gym.models.http import DEFAULT_TIMEOUT_S, ClientCache, HTTPAdapter
 from nemo_gym.records import Message, ModelRequest, ModelResponse, Sampling, ToolCall, Usage
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def _anthropic_messages(messages: Sequence[Message]) -> tuple[str | None, list[d
     return ("\n\n".join(system) if system else None), turns
 
 
-class Anthropic(_HTTPAdapter):
+class Anthropic(HTTPAdapter):
     """Claude through the Messages API (`anthropic.AsyncAnthropic().messages.create`).
 
     Args:
