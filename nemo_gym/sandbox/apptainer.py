@@ -33,12 +33,11 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import SandboxSpec
-from nemo_gym.sandbox.base import PidsCgroup, WorkerSandbox, worker_source
+from nemo_gym.sandbox.base import PidsCgroup, Provider, WorkerSandbox, worker_source
 from nemo_gym.sandbox.limits import resolve
 
 logger = logging.getLogger(__name__)
@@ -97,7 +96,7 @@ def apptainer_argv(
     return argv
 
 
-class ApptainerProvider:
+class ApptainerProvider(Provider):
     """Sandboxes as Apptainer containers running the sandbox worker (see the module doc).
 
     `binary`: the executable (default: `apptainer`, else `singularity`, on PATH).
@@ -188,15 +187,6 @@ class ApptainerProvider:
         )
         await sandbox.start()
         return sandbox
-
-    @asynccontextmanager
-    async def start(self, spec: SandboxSpec | None = None) -> AsyncIterator[WorkerSandbox]:
-        """`async with provider.start(spec) as sandbox:`; closed on exit, also on error."""
-        sandbox = await self.create(spec)
-        try:
-            yield sandbox
-        finally:
-            await sandbox.close()
 
     def __repr__(self) -> str:
         return f"ApptainerProvider(binary={self.binary!r}, image={self.image!r})"

@@ -17,13 +17,15 @@ import signal
 import struct
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from nemo_gym.errors import ConfigError, SandboxError
+from nemo_gym.protocols import Sandbox
 from nemo_gym.records import ExecResult, SandboxSpec
 from nemo_gym.sandbox import limits as _limits
 from nemo_gym.sandbox.worker import FRAME, encode_frame, split_blobs
@@ -602,3 +604,42 @@ def _pids_cgroup_parents() -> tuple[Path, ...]:
                 if "pids" in controllers.split(","):
                     found.append(Path(mount_point) / path.lstrip("/"))
     return tuple(p for p in found if os.access(p, os.W_OK))
+
+
+async def finish_despite_cancellation(awaitable: Awaitable[Any]) -> None:
+    """Run cleanup to its end even while the caller is being cancelled, then re-raise
+    the cancellation. A cleanup failure is logged: the caller's own outcome wins."""
+    task = asyncio.ensure_future(awaitable)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = cancelled or not task.done()
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("sandbox cleanup failed: %r", task.exception())
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+class Provider:
+    """Base of the built-in providers: `start` is `create` plus a guaranteed `close`.
+
+    A subclass implements `async create(spec) -> Sandbox` (a sandbox the caller must
+    close). `async with provider.start(spec) as sandbox:` closes it on exit, also on
+    error, and finishes closing even when the caller is cancelled meanwhile.
+    """
+
+    name: str
+
+    async def create(self, spec: SandboxSpec | None = None) -> Sandbox:
+        raise NotImplementedError
+
+    @asynccontextmanager
+    async def start(self, spec: SandboxSpec | None = None) -> AsyncIterator[Any]:
+        """`async with provider.start(spec) as sandbox:`; closed on exit, also on error."""
+        sandbox = await self.create(spec)
+        try:
+            yield sandbox
+        finally:
+            await finish_despite_cancellation(sandbox.close())

@@ -42,14 +42,13 @@ import secrets
 import tarfile
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ExecResult, ResourceLimits, SandboxSpec
-from nemo_gym.sandbox.base import argv_of
+from nemo_gym.sandbox.base import Provider, argv_of, finish_despite_cancellation
 from nemo_gym.sandbox.limits import check_timeout, resolve
 
 log = logging.getLogger(__name__)
@@ -323,22 +322,6 @@ class _Capture:
         return self.data.decode("utf-8", errors="replace")
 
 
-async def _finish_despite_cancellation(awaitable: Awaitable[Any]) -> None:
-    """Run cleanup to its end even while the caller is being cancelled, then re-raise
-    the cancellation. A cleanup failure is logged: the caller's own outcome wins."""
-    task = asyncio.ensure_future(awaitable)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            cancelled = cancelled or not task.done()
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("docker sandbox cleanup failed: %r", task.exception())
-    if cancelled:
-        raise asyncio.CancelledError
-
-
 def _env_list(env: Mapping[str, str]) -> list[str]:
     out = []
     for key, value in env.items():
@@ -472,11 +455,11 @@ class DockerSandbox:
                 timed_out = False
             except TimeoutError:
                 timed_out = killed = True
-                await _finish_despite_cancellation(stop())
+                await finish_despite_cancellation(stop())
         except BaseException:
             # Cancelled (or broken): the command must not keep running unseen.
             if not stopping:
-                await _finish_despite_cancellation(stop())
+                await finish_despite_cancellation(stop())
             raise
         finally:
             for future in (feeder, drain):
@@ -633,7 +616,7 @@ def _ulimits(limits: ResourceLimits) -> list[dict[str, Any]]:
     return out
 
 
-class DockerProvider:
+class DockerProvider(Provider):
     """Starts `DockerSandbox`es: one container each, removed on exit.
 
     `host`: the engine address (default: `NEMO_GYM_DOCKER_HOST`, `DOCKER_HOST`, then
@@ -774,21 +757,12 @@ class DockerProvider:
         except BaseException:
             if keepalive is not None:
                 keepalive.close()
-            await _finish_despite_cancellation(
+            await finish_despite_cancellation(
                 self.client.request("DELETE", f"/containers/{container_id}", params={"force": True})
             )
             raise
         log.debug("docker sandbox %s started from %s", container_id[:12], image)
         return DockerSandbox(self.client, container_id, spec, keepalive)
-
-    @asynccontextmanager
-    async def start(self, spec: SandboxSpec | None = None) -> AsyncIterator[DockerSandbox]:
-        """`async with provider.start(spec) as sandbox:` — removed on exit, also on error."""
-        sandbox = await self.create(spec)
-        try:
-            yield sandbox
-        finally:
-            await _finish_despite_cancellation(sandbox.close())
 
     def __repr__(self) -> str:
         return f"DockerProvider(host={self.client.host!r}, image={self.image!r})"

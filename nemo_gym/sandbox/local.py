@@ -28,13 +28,17 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from functools import cache
 
 from nemo_gym.errors import ConfigError, MissingDependency, SandboxError
 from nemo_gym.records import SandboxSpec
-from nemo_gym.sandbox.base import PidsCgroup, WorkerSandbox, python_for_sandbox, worker_source
+from nemo_gym.sandbox.base import (
+    PidsCgroup,
+    Provider,
+    WorkerSandbox,
+    python_for_sandbox,
+    worker_source,
+)
 from nemo_gym.sandbox.limits import disk_bytes, resolve
 
 logger = logging.getLogger(__name__)
@@ -116,7 +120,7 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, python: str) -> list[str]:
     return argv
 
 
-class LocalProvider:
+class LocalProvider(Provider):
     """Sandboxes in Linux namespaces via bubblewrap (see the module doc for what holds).
 
     `LocalProvider(bwrap=None, use_cgroup=True)`: the bwrap binary (found when None);
@@ -171,12 +175,3 @@ class LocalProvider:
         )
         await sandbox.start()
         return sandbox
-
-    @asynccontextmanager
-    async def start(self, spec: SandboxSpec | None = None) -> AsyncIterator[WorkerSandbox]:
-        """`async with provider.start(spec) as sandbox:`; closed on exit, also on error."""
-        sandbox = await self.create(spec)
-        try:
-            yield sandbox
-        finally:
-            await sandbox.close()

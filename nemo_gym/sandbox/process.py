@@ -26,11 +26,9 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 from nemo_gym.records import SandboxSpec
-from nemo_gym.sandbox.base import PidsCgroup, WorkerSandbox, worker_source
+from nemo_gym.sandbox.base import PidsCgroup, Provider, WorkerSandbox, worker_source
 from nemo_gym.sandbox.limits import resolve
 
 logger = logging.getLogger(__name__)
@@ -49,7 +47,7 @@ class ProcessSandbox(WorkerSandbox):
         return path
 
 
-class ProcessProvider:
+class ProcessProvider(Provider):
     """Sandboxes as plain local processes with rlimits (no isolation; see the module doc).
 
     `ProcessProvider(use_cgroup=True)`: set False to skip the pids cgroup even where
@@ -102,12 +100,3 @@ class ProcessProvider:
         )
         await sandbox.start()
         return sandbox
-
-    @asynccontextmanager
-    async def start(self, spec: SandboxSpec | None = None) -> AsyncIterator[ProcessSandbox]:
-        """`async with provider.start(spec) as sandbox:`; closed on exit, also on error."""
-        sandbox = await self.create(spec)
-        try:
-            yield sandbox
-        finally:
-            await sandbox.close()
