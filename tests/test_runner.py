@@ -202,27 +202,34 @@ async def test_tool_errors_fail_mode_ends_the_rollout() -> None:
     assert r.failure.kind == "tool" and "no such row" in r.failure.message
 
 
+class Tracked(gym.Env):
+    """Records which episodes were opened and which were closed."""
+
+    def __init__(self, tasks: list[gym.Task]) -> None:
+        super().__init__(exact, name="tracked", tasks=tasks)
+        self.opened: list[str] = []
+        self.closed: list[str] = []
+
+    async def open(self, task: gym.Task) -> gym.BasicEpisode:
+        self.opened.append(task.id)
+        episode = gym.BasicEpisode()
+
+        async def mark() -> None:
+            self.closed.append(task.id)
+
+        episode.on_close(mark)
+        return episode
+
+
 async def test_timeout_is_a_timeout_failure_and_closes_the_episode() -> None:
-    closed = []
-
-    class Slow(gym.Env):
-        async def open(self, task):
-            episode = gym.BasicEpisode()
-
-            async def mark() -> None:
-                closed.append(task.id)
-
-            episode.on_close(mark)
-            return episode
-
     async def never(request):
         await asyncio.sleep(10)
         return "x"
 
-    env = Slow(exact, name="slow", tasks=[gym.Task(id="a", prompt="p", answer="x")])
+    env = Tracked([gym.Task(id="a", prompt="p", answer="x")])
     (r,) = await collect_all(gym.rollouts(env, ScriptedModel(never), timeout=0.05))
     assert (r.failure.kind, r.failure.where) == ("timeout", "harness")
-    assert closed == ["a"]
+    assert env.closed == ["a"]
 
 
 async def test_tool_raising_timeout_error_is_not_a_rollout_timeout() -> None:
@@ -239,53 +246,24 @@ async def test_tool_raising_timeout_error_is_not_a_rollout_timeout() -> None:
 
 
 async def test_closing_the_stream_cancels_in_flight_rollouts_and_closes_episodes() -> None:
-    opened, closed = [], []
-
-    class Tracked(gym.Env):
-        async def open(self, task):
-            opened.append(task.id)
-            episode = gym.BasicEpisode()
-
-            async def mark() -> None:
-                closed.append(task.id)
-
-            episode.on_close(mark)
-            return episode
-
     async def slow(request):
         await asyncio.sleep(0 if request.messages[-1].content == "say 0" else 30)
         return "0"
 
-    env = Tracked(
-        exact,
-        name="t",
-        tasks=[gym.Task(id=f"t{i}", prompt=f"say {i}", answer="0") for i in range(10)],
-    )
+    env = Tracked([gym.Task(id=f"t{i}", prompt=f"say {i}", answer="0") for i in range(10)])
     stream = gym.rollouts(env, ScriptedModel(slow), concurrency=4)
     first = await anext(stream)
     assert first.task_id == "t0"
     await stream.aclose()
-    assert len(opened) == 4 and sorted(closed) == sorted(opened)
+    assert len(env.opened) == 4 and sorted(env.closed) == sorted(env.opened)
 
 
 async def test_cancelling_the_consumer_task_closes_episodes() -> None:
-    closed = []
-
-    class Tracked(gym.Env):
-        async def open(self, task):
-            episode = gym.BasicEpisode()
-
-            async def mark() -> None:
-                closed.append(task.id)
-
-            episode.on_close(mark)
-            return episode
-
     async def forever(request):
         await asyncio.sleep(30)
         return "x"
 
-    env = Tracked(exact, name="t", tasks=[gym.Task(id=f"t{i}", prompt="p") for i in range(3)])
+    env = Tracked([gym.Task(id=f"t{i}", prompt="p") for i in range(3)])
 
     async def consume():
         async for _ in gym.rollouts(env, ScriptedModel(forever), concurrency=3):
@@ -296,7 +274,7 @@ async def test_cancelling_the_consumer_task_closes_episodes() -> None:
     job.cancel()
     with pytest.raises(asyncio.CancelledError):
         await job
-    assert sorted(closed) == ["t0", "t1", "t2"]
+    assert sorted(env.closed) == ["t0", "t1", "t2"]
 
 
 async def test_a_plain_function_verifier_and_a_class_verifier_both_work() -> None:
