@@ -148,8 +148,9 @@ def embedded_gguf_path() -> Path:
 
 def _converted_dir(gguf: Path, root: Path) -> Path:
     stat = gguf.stat()
-    # Size and mtime identify the file cheaply; hashing 100 MB on every load would not.
-    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    # Name, size and mtime identify the file cheaply (hashing 100 MB on every load would
+    # not); no path, so every virtualenv with the same wheel shares one converted copy.
+    key = hashlib.sha256(f"{gguf.name}|{stat.st_size}|{stat.st_mtime_ns}".encode())
     return root / "models" / f"{gguf.stem}-{key.hexdigest()[:12]}"
 
 
