@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import aclosing
 from typing import Any
 
-from nemo_gym.errors import HarnessError, ModelError, NemoGymError, RolloutTimeout, VerifierError
+from nemo_gym.errors import HarnessError, ModelError, NemoGymError, RolloutTimeout
 from nemo_gym.protocols import Environment, Harness, Model, as_verifier
 from nemo_gym.records import (
     Failure,
@@ -110,7 +110,7 @@ class RecordingModel:
 def _failure(exc: BaseException, where: str) -> Failure:
     if where == "verify":
         kind = "verifier"
-        code = exc.code if isinstance(exc, VerifierError) else "verifier"
+        code = exc.code if isinstance(exc, NemoGymError) else "verifier"
     elif isinstance(exc, NemoGymError):
         kind, code = exc.kind, exc.code
     else:

@@ -232,6 +232,16 @@ async def test_timeout_is_a_timeout_failure_and_closes_the_episode() -> None:
     assert env.closed == ["a"]
 
 
+async def test_a_verifier_past_the_deadline_is_a_verifier_timeout() -> None:
+    async def slow(task, trajectory):
+        await asyncio.sleep(10)
+        return 1.0
+
+    (r,) = await collect_all(gym.rollouts(env_of(1, slow), ScriptedModel(echo), timeout=0.1))
+    assert (r.failure.kind, r.failure.code, r.failure.where) == ("verifier", "timeout", "verify")
+    assert r.trajectory.final_text == "0"
+
+
 async def test_tool_raising_timeout_error_is_not_a_rollout_timeout() -> None:
     async def crash(task, trajectory):
         return 1.0
