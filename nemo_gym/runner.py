@@ -216,10 +216,11 @@ async def rollout(
             verify_s = time.perf_counter() - verify_started
     except _Tracked as tracked:
         failure = tracked.failure
-    except TimeoutError:
-        failure = _failure(
-            RolloutTimeout(f"rollout exceeded its {timeout}s deadline during {phase[0]}"), phase[0]
-        )
+    except TimeoutError as exc:
+        error: BaseException = exc
+        if timeout is not None and time.perf_counter() - t0 >= timeout:
+            error = RolloutTimeout(f"rollout exceeded its {timeout}s deadline during {phase[0]}")
+        failure = _failure(error, phase[0])
     except Exception as exc:
         failure = _failure(exc, phase[0])
     return Rollout(

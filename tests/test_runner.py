@@ -242,6 +242,15 @@ async def test_a_verifier_past_the_deadline_is_a_verifier_timeout() -> None:
     assert r.trajectory.final_text == "0"
 
 
+async def test_a_verifier_raising_timeout_error_is_not_a_rollout_timeout() -> None:
+    async def judge(task, trajectory):
+        raise TimeoutError("judge endpoint timed out")
+
+    (r,) = await collect_all(gym.rollouts(env_of(1, judge), ScriptedModel(echo), timeout=30))
+    assert (r.failure.kind, r.failure.code) == ("verifier", "verifier")
+    assert r.failure.message == "judge endpoint timed out"
+
+
 async def test_tool_raising_timeout_error_is_not_a_rollout_timeout() -> None:
     async def crash(task, trajectory):
         return 1.0
