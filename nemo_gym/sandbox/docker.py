@@ -602,7 +602,7 @@ async def _read_frames(reader: asyncio.StreamReader, sink: Callable[[int, bytes]
         sink(header[0], chunk)
 
 
-def _ulimits(limits: ResourceLimits) -> list[dict[str, Any]]:
+def _ulimits(limits: ResourceLimits, nproc: int | None = None) -> list[dict[str, Any]]:
     out = []
     if limits.cpu_seconds is not None:
         # RLIMIT_CPU counts whole seconds; round up so a limit never tightens.
@@ -613,6 +613,8 @@ def _ulimits(limits: ResourceLimits) -> list[dict[str, Any]]:
         out.append({"Name": "fsize", "Soft": size, "Hard": size})
     if limits.open_files is not None:
         out.append({"Name": "nofile", "Soft": limits.open_files, "Hard": limits.open_files})
+    if nproc is not None:
+        out.append({"Name": "nproc", "Soft": int(nproc), "Hard": int(nproc)})
     return out
 
 
@@ -624,7 +626,11 @@ class DockerProvider(Provider):
     share (`NanoCpus`). `pull`: pull a missing image. `user`: the container
     user. `storage_size`: a writable-layer size cap, where the storage driver supports
     one. `init`: run the engine's init as PID 1 (reaps orphans); `cap_drop`: capabilities
-    removed. Spec `options` of the same names override these per sandbox.
+    removed. `nproc`: RLIMIT_NPROC in the container (None: the engine's default). Podman
+    needs it on hosts whose hard limit is below 1048576: given any ulimit, podman drops
+    its configured defaults and sets that value, which the host refuses ("error setting
+    rlimit type 6"); pass the engine's `ulimit -Hu`. Spec `options` of the same names
+    override these per sandbox.
     """
 
     name = "docker"
@@ -640,6 +646,7 @@ class DockerProvider(Provider):
         storage_size: str | None = None,
         init: bool = True,
         cap_drop: Sequence[str] = DEFAULT_CAP_DROP,
+        nproc: int | None = None,
         start_timeout: float = 120.0,
     ) -> None:
         self.client = EngineClient(host, timeout=start_timeout)
@@ -651,6 +658,7 @@ class DockerProvider(Provider):
             "storage_size": storage_size,
             "init": init,
             "cap_drop": list(cap_drop),
+            "nproc": nproc,
         }
 
     def _container_config(self, spec: SandboxSpec, image: str, options: dict[str, Any]) -> dict:
@@ -658,7 +666,7 @@ class DockerProvider(Provider):
         host_config: dict[str, Any] = {
             "AutoRemove": True,
             "Init": bool(options["init"]),
-            "Ulimits": _ulimits(limits),
+            "Ulimits": _ulimits(limits, options["nproc"]),
             "CapDrop": list(options["cap_drop"]),
             "SecurityOpt": ["no-new-privileges"],
         }

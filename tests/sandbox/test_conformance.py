@@ -44,7 +44,13 @@ def _docker_skip_reason() -> str | None:
 @pytest.mark.skipif(_docker_skip_reason() is not None, reason=_docker_skip_reason() or "")
 class TestDocker(ConformanceSuite):
     provider = "docker"
-    options: ClassVar[dict[str, Any]] = {"host": DOCKER_HOST}
+    options: ClassVar[dict[str, Any]] = {
+        "host": DOCKER_HOST,
+        # Podman on hosts with a low RLIMIT_NPROC hard limit needs it (see DockerProvider).
+        "nproc": int(os.environ["NEMO_GYM_DOCKER_NPROC"])
+        if os.environ.get("NEMO_GYM_DOCKER_NPROC")
+        else None,
+    }
     spec = SandboxSpec(image=DOCKER_IMAGE)
     skip: ClassVar[dict[str, str]] = {
         "signal_exit_code": "the engine reports a signal as 128 + n, like `exit 137`",

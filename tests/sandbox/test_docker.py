@@ -28,6 +28,10 @@ from nemo_gym.sandbox.docker import (
 
 DOCKER_HOST = os.environ.get("NEMO_GYM_DOCKER_HOST") or os.environ.get("DOCKER_HOST")
 IMAGE = os.environ.get("NEMO_GYM_DOCKER_IMAGE", "nemo-gym-test:py")
+# Podman on a host whose RLIMIT_NPROC hard limit is below 1048576 needs it (see DockerProvider).
+NPROC = (
+    int(os.environ["NEMO_GYM_DOCKER_NPROC"]) if os.environ.get("NEMO_GYM_DOCKER_NPROC") else None
+)
 
 
 def _no_engine() -> str | None:
@@ -92,6 +96,9 @@ def test_container_config_isolates_and_limits() -> None:
         "cpu": 3, "fsize": 1 << 20, "nofile": 99,
     }  # fmt: skip
     assert host["AutoRemove"] is True and host["Init"] is True
+    with_nproc = DockerProvider(host="unix:///nowhere.sock", nproc=4096)
+    ulimits = with_nproc._container_config(spec, "img", with_nproc.options)["HostConfig"]["Ulimits"]
+    assert {"Name": "nproc", "Soft": 4096, "Hard": 4096} in ulimits
     assert host["CapDrop"] == list(DEFAULT_CAP_DROP)
     assert "no-new-privileges" in host["SecurityOpt"]
     # The keep-alive reads a stdin only we hold: it ends when we do.
@@ -198,7 +205,7 @@ async def test_unreachable_engine_is_a_sandbox_error(tmp_path: Path) -> None:
 
 @pytest.fixture
 def provider() -> DockerProvider:
-    return DockerProvider(host=DOCKER_HOST, image=IMAGE)
+    return DockerProvider(host=DOCKER_HOST, image=IMAGE, nproc=NPROC)
 
 
 @engine
