@@ -34,9 +34,10 @@ start() {
         "$NOFILE" "$NOFILE" "$NPROC" "$NPROC" > "$ROOT/containers.conf"
     if ! running; then
         rm -f "$SOCK"
-        CONTAINERS_CONF="$ROOT/containers.conf" setsid podman --root "$ROOT/storage" \
+        # From our own directory: conmon drops files (e.g. `oom`) in its working directory.
+        (cd "$ROOT" && CONTAINERS_CONF="$ROOT/containers.conf" exec setsid podman --root "$ROOT/storage" \
             --runroot "$ROOT/run" system service --time=0 "unix://$SOCK" \
-            >"$ROOT/service.log" 2>&1 </dev/null &
+            >"$ROOT/service.log" 2>&1 </dev/null) &
         echo $! > "$PIDFILE"
         for _ in $(seq 1 100); do [[ -S "$SOCK" ]] && break; sleep 0.1; done
         [[ -S "$SOCK" ]] || { log "the service did not come up; see $ROOT/service.log"; exit 1; }
