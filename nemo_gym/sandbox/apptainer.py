@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import SandboxSpec
-from nemo_gym.sandbox.base import PidsCgroup, Provider, WorkerSandbox, worker_source
+from nemo_gym.sandbox.base import Provider, WorkerSandbox, in_pids_cgroup, worker_source
 from nemo_gym.sandbox.limits import resolve
 
 logger = logging.getLogger(__name__)
@@ -151,17 +151,12 @@ class ApptainerProvider(Provider):
             shutil.rmtree(host_workdir, ignore_errors=True)
             raise
         processes = int(resolve(spec.limits).processes or 0)
-        cgroup = (
-            await asyncio.to_thread(PidsCgroup.create, processes + _OWN_PROCESSES)
-            if self.use_cgroup
-            else None
+        argv, drop_cgroup = await in_pids_cgroup(
+            argv, processes + _OWN_PROCESSES, enabled=self.use_cgroup
         )
-        if cgroup is not None:
-            argv = cgroup.wrap(argv)
 
         async def cleanup() -> None:
-            if cgroup is not None:
-                await asyncio.to_thread(cgroup.destroy)
+            await drop_cgroup()
             await asyncio.to_thread(shutil.rmtree, host_workdir, True)
 
         process_env = {

@@ -531,6 +531,26 @@ class PidsCgroup:
         _rmdir(self.path)
 
 
+async def in_pids_cgroup(
+    argv: list[str], max_pids: int, *, enabled: bool = True
+) -> tuple[list[str], Callable[[], Awaitable[None]]]:
+    """`argv` started inside a new pids cgroup of `max_pids` (where one can be made and
+    `enabled`), and the coroutine function that kills what is left in it and removes it.
+    The cgroup file work runs in a thread, off the event loop."""
+    cgroup = await asyncio.to_thread(PidsCgroup.create, max_pids) if enabled else None
+    if cgroup is None:
+
+        async def nothing() -> None:
+            return None
+
+        return argv, nothing
+
+    async def destroy() -> None:
+        await asyncio.to_thread(cgroup.destroy)
+
+    return cgroup.wrap(argv), destroy
+
+
 STALE_CGROUP_S = 120.0
 
 

@@ -22,7 +22,6 @@ namespaces, in which the worker (`worker.py`) runs and forks one child per exec:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import shutil
@@ -33,9 +32,9 @@ from functools import cache
 from nemo_gym.errors import ConfigError, MissingDependency, SandboxError
 from nemo_gym.records import SandboxSpec
 from nemo_gym.sandbox.base import (
-    PidsCgroup,
     Provider,
     WorkerSandbox,
+    in_pids_cgroup,
     python_for_sandbox,
     worker_source,
 )
@@ -144,17 +143,9 @@ class LocalProvider(Provider):
         python = python_for_sandbox()
         argv = bwrap_argv(bwrap, spec, python)
         processes = int(resolve(spec.limits).processes or 0)
-        cgroup = (
-            await asyncio.to_thread(PidsCgroup.create, processes + _OWN_PROCESSES)
-            if self.use_cgroup
-            else None
+        argv, cleanup = await in_pids_cgroup(
+            argv, processes + _OWN_PROCESSES, enabled=self.use_cgroup
         )
-        if cgroup is not None:
-            argv = cgroup.wrap(argv)
-
-        async def cleanup() -> None:
-            if cgroup is not None:
-                await asyncio.to_thread(cgroup.destroy)
 
         bin_dir = os.path.dirname(python)
         env = {

@@ -28,7 +28,7 @@ import sys
 import tempfile
 
 from nemo_gym.records import SandboxSpec
-from nemo_gym.sandbox.base import PidsCgroup, Provider, WorkerSandbox, worker_source
+from nemo_gym.sandbox.base import Provider, WorkerSandbox, in_pids_cgroup, worker_source
 from nemo_gym.sandbox.limits import resolve
 
 logger = logging.getLogger(__name__)
@@ -67,16 +67,12 @@ class ProcessProvider(Provider):
         processes = int(resolve(spec.limits).processes or 0)  # bad limits fail before mkdtemp
         tmp = tempfile.mkdtemp(prefix="nemo_gym_sandbox_")
         # +1: the worker itself lives in the cgroup
-        cgroup = (
-            await asyncio.to_thread(PidsCgroup.create, processes + 1) if self.use_cgroup else None
+        argv, drop_cgroup = await in_pids_cgroup(
+            [sys.executable, "-I", "-c", worker_source()], processes + 1, enabled=self.use_cgroup
         )
-        argv = [sys.executable, "-I", "-c", worker_source()]
-        if cgroup is not None:
-            argv = cgroup.wrap(argv)
 
         async def cleanup() -> None:
-            if cgroup is not None:
-                await asyncio.to_thread(cgroup.destroy)
+            await drop_cgroup()
             await asyncio.to_thread(shutil.rmtree, tmp, True)
 
         bin_dir = os.path.dirname(sys.executable)
