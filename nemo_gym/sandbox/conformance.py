@@ -116,7 +116,8 @@ def load_provider(ref: str, options: dict[str, Any] | None = None) -> SandboxPro
 
 
 def leftover_processes(marker: str) -> list[int]:
-    """Pids on this host whose command line contains `marker` (this process excluded)."""
+    """Live (non-zombie) pids on this host whose command line contains `marker` (this
+    process excluded)."""
     found = []
     needle = marker.encode()
     for entry in os.listdir("/proc"):
@@ -125,9 +126,11 @@ def leftover_processes(marker: str) -> list[int]:
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
                 cmdline = handle.read()
+            with open(f"/proc/{entry}/stat") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if needle in cmdline:
+        if needle in cmdline and state != "Z":
             found.append(int(entry))
     return found
 

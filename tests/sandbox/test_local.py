@@ -10,29 +10,13 @@ import pytest
 
 from nemo_gym.errors import ConfigError
 from nemo_gym.records import ResourceLimits, SandboxSpec
+from nemo_gym.sandbox.conformance import leftover_processes
 from nemo_gym.sandbox.local import LocalProvider, unavailable_reason
 
 pytestmark = [
     pytest.mark.timeout(120),
     pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason())),
 ]
-
-
-def _alive_with(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-            with open(f"/proc/{entry}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
 
 
 async def test_exec_stdin_env_cwd_and_files() -> None:
@@ -107,12 +91,12 @@ async def test_everything_inside_dies_with_the_sandbox() -> None:
             f"subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
             f"subprocess.Popen(['sh', '-c', 'sleep {marker} & sleep {marker}'])"
         )
-        assert _alive_with(marker)
+        assert leftover_processes(marker)
     for _ in range(100):  # up to 5 s for the kernel to tear the namespace down
-        if not _alive_with(marker):
+        if not leftover_processes(marker):
             break
         await asyncio.sleep(0.05)
-    assert not _alive_with(marker)
+    assert not leftover_processes(marker)
 
 
 async def test_bad_workdir_is_refused() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 
@@ -13,34 +12,17 @@ from hypothesis import strategies as st
 
 from nemo_gym.errors import SandboxError
 from nemo_gym.records import ResourceLimits, SandboxSpec
+from nemo_gym.sandbox.conformance import leftover_processes
 from nemo_gym.sandbox.process import ProcessProvider
 from nemo_gym.sandbox.worker import FRAME, encode_frame, split_blobs
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def _pids_with(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                cmdline = handle.read()
-            with open(f"/proc/{entry}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state != "Z":
-            found.append(int(entry))
-    return found
-
-
 async def _gone(marker: str, within: float = 5.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        if not _pids_with(marker):
+        if not leftover_processes(marker):
             return True
         await asyncio.sleep(0.05)
     return False
@@ -94,7 +76,7 @@ async def test_escaped_grandchild_is_killed_on_reset_and_close() -> None:
     async with ProcessProvider().start() as sb:
         result = await sb.run_python(escape)
         assert result.exit_code == 0
-        assert _pids_with(marker), "the escaped process should outlive its exec"
+        assert leftover_processes(marker), "the escaped process should outlive its exec"
         await sb.reset()
         assert await _gone(marker)
         await sb.run_python(escape)
