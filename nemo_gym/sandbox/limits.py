@@ -13,15 +13,9 @@ from typing import Any
 from nemo_gym.errors import ConfigError
 from nemo_gym.records import ResourceLimits, SandboxSpec
 
-DEFAULT_LIMITS = ResourceLimits(
-    cpu_seconds=10.0,
-    memory_bytes=1 << 30,
-    file_size_bytes=64 << 20,
-    open_files=256,
-    processes=64,
-    output_bytes=1 << 20,
-)
-"""What a `None` field of `ResourceLimits` means for the `local` and `process` providers."""
+DEFAULT_LIMITS = ResourceLimits()
+"""What a `None` field of `ResourceLimits` means for the `local` and `process` providers:
+the record's own defaults, so one place holds the numbers."""
 
 DEFAULT_TIMEOUT_S = 60.0
 """Wall-clock deadline of one exec when the caller passes no `timeout`."""
