@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import nemo_gym as gym
+from nemo_gym.collect import iter_rows
 from nemo_gym.errors import ConfigError, ModelError
 from nemo_gym.models import ScriptedModel
 
@@ -96,7 +97,7 @@ def test_a_corrupt_line_is_reported_with_file_and_line(tmp_path: Path) -> None:
         '{"task_id": "a", "repeat": 0, "status": "ok"}\nnot json\n'
     )
     with pytest.raises(ConfigError, match=r"rollouts.jsonl:2: not valid JSON"):
-        list(gym.collect.__globals__["iter_rows"](tmp_path / "rollouts.jsonl"))
+        list(iter_rows(tmp_path / "rollouts.jsonl"))
 
 
 def test_evaluate_is_synchronous_and_works_in_memory() -> None:
