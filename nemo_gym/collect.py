@@ -96,14 +96,21 @@ def _repair_tail(path: Path) -> None:
         handle.truncate(handle.read().rfind(b"\n") + 1)
 
 
-def _check_manifest(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Reuse the stored run id and seed; refuse to resume a different run."""
+def _read_manifest(path: Path) -> dict[str, Any] | None:
+    """A run's `run.json`, or None when there is none; bad JSON names the file."""
     if not path.exists():
-        return manifest
+        return None
     try:
-        stored = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg})") from exc
+
+
+def _check_manifest(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Reuse the stored run id and seed; refuse to resume a different run."""
+    stored = _read_manifest(path)
+    if stored is None:
+        return manifest
     for name in ("env", "seed"):
         if stored.get(name) != manifest[name]:
             raise ConfigError(
@@ -287,9 +294,14 @@ async def reverify(
     source = Path(run_dir)
     if not (source / ROLLOUTS).exists():
         raise ConfigError(f"{source}: no {ROLLOUTS} here")
+    manifest = _read_manifest(source / MANIFEST)
     if verifier is None:
         if env is None:
-            manifest = json.loads((source / MANIFEST).read_text())
+            if manifest is None:
+                raise ConfigError(
+                    f"{source / MANIFEST}: missing, so the environment is unknown; "
+                    "pass verifier= or env="
+                )
             from nemo_gym.catalog import make
 
             env = make(manifest["env"])
@@ -299,8 +311,7 @@ async def reverify(
     out.mkdir(parents=True, exist_ok=True)
     for name in (ROLLOUTS, FAILURES):
         (out / name).write_text("")
-    if (source / MANIFEST).exists():
-        manifest = json.loads((source / MANIFEST).read_text())
+    if manifest is not None:
         manifest["reverified_from"] = str(source)
         manifest["reverified_at"] = time.time()
         (out / MANIFEST).write_text(json.dumps(manifest, indent=2))

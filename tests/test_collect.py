@@ -137,6 +137,13 @@ async def test_reverify_leaves_model_failures_alone(tmp_path: Path) -> None:
     assert got["t1"].ok and got["t1"].reward == 1.0
 
 
+async def test_reverify_without_a_manifest_or_verifier_is_a_clear_error(tmp_path: Path) -> None:
+    await gym.collect(make_env(1), ScriptedModel(echo), output=tmp_path)
+    (tmp_path / "run.json").unlink()
+    with pytest.raises(ConfigError, match=r"run.json: missing, so the environment is unknown"):
+        await gym.reverify(tmp_path)
+
+
 def test_pass_at_k_estimator() -> None:
     assert gym.pass_at_k(4, 0, 1) == 0.0
     assert gym.pass_at_k(4, 4, 4) == 1.0
