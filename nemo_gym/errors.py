@@ -42,7 +42,11 @@ class ConfigError(NemoGymError, ValueError):
 
 
 class ModelError(NemoGymError):
-    """A model call failed. `retryable` marks transient errors (rate limits, 5xx, timeouts)."""
+    """A model call failed. `retryable` marks transient errors (rate limits, 5xx, timeouts).
+
+    `retry_after_s` is the server's `Retry-After` (seconds) when it sent one; `attempts`
+    is how many attempts were made before giving up (set by the retry loop).
+    """
 
     kind = "model"
 
@@ -53,10 +57,13 @@ class ModelError(NemoGymError):
         retryable: bool = False,
         status_code: int | None = None,
         code: str | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message, code=code)
         self.retryable = retryable
         self.status_code = status_code
+        self.retry_after_s = retry_after_s
+        self.attempts = 1
 
 
 class ToolError(NemoGymError):

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nemo_gym.errors import FailureKind, HarnessError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -203,6 +203,11 @@ class ModelResponse(_Value):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
+    # The sampling the adapter sent, after its defaults were merged in (fields the
+    # backend does not take, such as Anthropic's seed, are None). None: not reported.
+    sampling: Sampling | None = None
+    # How many attempts the call took (retries of transient errors included).
+    attempts: int = 1
     # Adapter facts about this call, e.g. Local's `history`: "fresh", "continued" (exact
     # ids of the earlier turns reused) or "retokenized" (history rendered again).
     metadata: dict[str, Any] = Field(default_factory=dict)

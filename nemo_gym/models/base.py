@@ -1,9 +1,12 @@
-"""What every model adapter shares: bounded retries with backoff, a concurrency cap.
+"""What every model adapter shares: sampling defaults, bounded retries, a concurrency cap.
 
 An adapter subclasses `ModelAdapter` and implements `_generate(request)`, raising
 `ModelError(retryable=True)` for transient failures (rate limits, 5xx, connection
-errors, timeouts) and `ModelError(retryable=False)` for the rest. `generate()` adds the
-retries, the cap and the latency.
+errors, timeouts, unreadable bodies) and `ModelError(retryable=False)` for the rest.
+`generate()` merges the adapter's `default_sampling` under the request's (so
+`_generate` sees the sampling it must send), adds the retries (honouring a server's
+`Retry-After`, bounded), the cap and the latency, and reports on the response the
+sampling sent and the number of attempts.
 """
 
 from __future__ import annotations
@@ -15,23 +18,36 @@ import time
 from dataclasses import dataclass
 
 from nemo_gym.errors import ModelError
-from nemo_gym.records import ModelRequest, ModelResponse
+from nemo_gym.records import ModelRequest, ModelResponse, Sampling, replace
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter, for retryable errors only."""
+    """Exponential backoff with full jitter, for retryable errors only.
+
+    A server's `Retry-After` replaces the backoff, capped at `max_retry_after_s`.
+    """
 
     max_attempts: int = 4
     initial_backoff_s: float = 0.5
     max_backoff_s: float = 20.0
+    max_retry_after_s: float = 60.0
 
     def backoff(self, attempt: int) -> float:
         """Seconds to sleep after failed attempt number `attempt` (1-based)."""
         ceiling = min(self.max_backoff_s, self.initial_backoff_s * 2 ** (attempt - 1))
         return random.uniform(0.0, ceiling)
+
+    def delay(self, attempt: int, retry_after_s: float | None) -> float:
+        """The sleep before the next attempt: the server's wish (bounded), else backoff."""
+        if retry_after_s is not None and retry_after_s >= 0:
+            return min(retry_after_s, self.max_retry_after_s)
+        return self.backoff(attempt)
+
+
+_NO_SAMPLING = Sampling()
 
 
 class ModelAdapter:
@@ -42,19 +58,37 @@ class ModelAdapter:
         *,
         max_concurrency: int | None = None,
         retry: RetryPolicy | None = None,
+        default_sampling: Sampling | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy()
         self.max_concurrency = max_concurrency
-        self._semaphore = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+        self.default_sampling = default_sampling or _NO_SAMPLING
+        # Bound to an event loop on first use, so an adapter built before the loop runs
+        # (or used from several loops in turn) works: one semaphore per loop.
+        self._semaphore: asyncio.Semaphore | None = None
+        self._semaphore_loop: asyncio.AbstractEventLoop | None = None
 
     async def _generate(self, request: ModelRequest) -> ModelResponse:
         raise NotImplementedError
 
+    def _cap(self) -> asyncio.Semaphore | None:
+        if not self.max_concurrency:
+            return None
+        loop = asyncio.get_running_loop()
+        if self._semaphore is None or self._semaphore_loop is not loop:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+            self._semaphore_loop = loop
+        return self._semaphore
+
     async def generate(self, request: ModelRequest) -> ModelResponse:
         """Call the backend, retrying retryable errors; records latency on the response."""
-        if self._semaphore is None:
+        sampling = request.sampling.merged_over(self.default_sampling)
+        if sampling is not request.sampling:
+            request = replace(request, sampling=sampling)
+        cap = self._cap()
+        if cap is None:
             return await self._generate_with_retries(request)
-        async with self._semaphore:
+        async with cap:
             return await self._generate_with_retries(request)
 
     async def _generate_with_retries(self, request: ModelRequest) -> ModelResponse:
@@ -65,14 +99,18 @@ class ModelAdapter:
             try:
                 response = await self._generate(request)
             except ModelError as exc:
+                exc.attempts = attempt
                 if not exc.retryable or attempt >= self.retry.max_attempts:
                     if attempt > 1:
                         exc.args = (f"{exc} (after {attempt} attempts)",)
                     raise
-                delay = self.retry.backoff(attempt)
+                delay = self.retry.delay(attempt, exc.retry_after_s)
                 log.warning("model call failed (%s); retry %d in %.2fs", exc, attempt, delay)
                 await asyncio.sleep(delay)
                 continue
+            changes: dict[str, object] = {"attempts": attempt}
             if response.latency_s == 0.0:
-                response = response.model_copy(update={"latency_s": time.perf_counter() - started})
-            return response
+                changes["latency_s"] = time.perf_counter() - started
+            if response.sampling is None:
+                changes["sampling"] = request.sampling
+            return replace(response, **changes)
