@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from nemo_gym import errors, harnesses, models
-from nemo_gym.catalog import list_envs, make, register
+from nemo_gym import errors, harnesses, lifecycle, models, registry
+from nemo_gym.catalog import EnvInfo, env_info, list_envs, make, register
 from nemo_gym.collect import RunResult, collect, evaluate, read_rollouts, reverify, run_sync
 from nemo_gym.envs.base import BasicEpisode, Env
 from nemo_gym.metrics import compute_metrics, pass_at_k
@@ -33,6 +33,7 @@ from nemo_gym.records import (
     Rewards,
     Rollout,
     RunMetrics,
+    RunSpec,
     Sampling,
     SandboxSpec,
     Task,
@@ -43,7 +44,8 @@ from nemo_gym.records import (
     Trajectory,
     Usage,
 )
-from nemo_gym.runner import derive_seed, groups, rollout, rollouts
+from nemo_gym.registry import Spec
+from nemo_gym.runner import derive_seed, groups, rollout, rollouts, run_spec
 from nemo_gym.tools import Tool, tool
 
 __version__ = "0.1.0"
@@ -61,6 +63,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BasicEpisode",
     "Env",
+    "EnvInfo",
     "Environment",
     "Episode",
     "ExecResult",
@@ -78,10 +81,12 @@ __all__ = [
     "Rollout",
     "RunMetrics",
     "RunResult",
+    "RunSpec",
     "Sampling",
     "Sandbox",
     "SandboxProvider",
     "SandboxSpec",
+    "Spec",
     "Task",
     "TokenTrace",
     "Tool",
@@ -95,19 +100,23 @@ __all__ = [
     "collect",
     "compute_metrics",
     "derive_seed",
+    "env_info",
     "errors",
     "evaluate",
     "groups",
     "harnesses",
+    "lifecycle",
     "list_envs",
     "make",
     "models",
     "pass_at_k",
     "read_rollouts",
     "register",
+    "registry",
     "reverify",
     "rollout",
     "rollouts",
+    "run_spec",
     "run_sync",
     "tool",
 ]

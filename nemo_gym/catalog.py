@@ -1,61 +1,103 @@
-"""The catalog: environments by name. `make("arithmetic", **options)`.
+"""The environment catalog, the front door of the registry: `make("arithmetic", seed=3)`.
 
-Built-ins are registered here by module path (imported on first use); plugins add
-theirs through the entry-point group `nemo_gym.envs` (name -> a callable returning an
-environment), or at run time with `register`.
+Environments are one kind in `nemo_gym.registry` (built-ins by import path, run-time
+`register`, plugins in the entry-point group `nemo_gym.envs`), resolved by its one
+precedence rule. `list_envs()` describes each with an `EnvInfo`, read from what the
+environment class declares (`domain`, `description`, ...) or what `register` was told.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from nemo_gym import registry
 from nemo_gym.errors import ConfigError
 from nemo_gym.protocols import Environment
+from nemo_gym.registry import Spec
 
-__all__ = ["list_envs", "make", "register"]
+__all__ = ["EnvInfo", "env_info", "list_envs", "make", "register"]
 
 EnvFactory = Callable[..., Environment]
 
-_BUILTIN: dict[str, str] = {
-    "arithmetic": "nemo_gym.envs.arithmetic:Arithmetic",
-    "bank": "nemo_gym.envs.bank:Bank",
-    "guess_number": "nemo_gym.envs.guess_number:GuessNumber",
-    "code": "nemo_gym.envs.code:CodeEnv",
-}
-_registered: dict[str, EnvFactory] = {}
+
+class EnvInfo(BaseModel):
+    """What an environment says about itself, for `gym list` and the catalog page."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    version: str | None = None
+    domain: str = "other"
+    verification: str = ""
+    description: str = ""
+    source: str = ""
+    license: str = ""
+    requires: tuple[str, ...] = ()
+    origin: str = "builtin"
 
 
-def register(name: str, factory: EnvFactory, *, replace: bool = False) -> None:
-    """Make `factory(**options)` available as `make(name, **options)`."""
-    if not replace and (name in _registered or name in _BUILTIN):
-        raise ConfigError(f"an environment named {name!r} is already registered")
-    _registered[name] = factory
+_INFO_FIELDS = ("domain", "verification", "description", "source", "license", "requires")
 
 
-def _load(target: str) -> EnvFactory:
-    module, _, attribute = target.partition(":")
-    return getattr(importlib.import_module(module), attribute)
+def register(
+    name: str,
+    factory: EnvFactory | str,
+    *,
+    version: str | None = None,
+    replace: bool = False,
+    **info: Any,
+) -> None:
+    """Make `factory(**options)` available as `make(name, **options)`.
+
+    `factory` may be an import path (`"mypkg.envs:MyEnv"`), which is what lets another
+    process (a Ray worker, `gym eval reverify`) rebuild the environment from its spec.
+    `info` fills `EnvInfo` (domain, description, ...).
+    """
+    unknown = set(info) - set(_INFO_FIELDS)
+    if unknown:
+        raise ConfigError(f"register({name!r}): unknown info {', '.join(sorted(unknown))}")
+    registry.register("env", name, factory, version=version, replace=replace, **info)
 
 
-def _plugins() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group="nemo_gym.envs")}
+def make(name: str | Spec, **options: Any) -> Environment:
+    """Build the environment registered under `name` (`name@version` for one version)
+    with `options`, or rebuild one from its `Spec`."""
+    if isinstance(name, Spec):
+        if options:
+            raise TypeError("make(spec) takes no options: they are in the spec")
+        return registry.build(name)
+    return registry.build("env", name, **options)
 
 
-def list_envs() -> list[str]:
-    """Every environment name `make` knows: built-ins, registered and plugins."""
-    return sorted({*_BUILTIN, *_registered, *_plugins()})
+def env_info(name: str) -> EnvInfo:
+    """The `EnvInfo` of one environment (imports its module to read what it declares)."""
+    entry = registry.lookup("env", name)
+    declared: dict[str, Any] = {}
+    try:
+        factory = entry.load()
+    except ConfigError:
+        factory = None
+    for field in _INFO_FIELDS:
+        value = getattr(factory, field, None)
+        if isinstance(value, str | tuple | list) and value:
+            declared[field] = tuple(value) if field == "requires" else value
+    if not declared.get("description") and factory is not None and factory.__doc__:
+        declared["description"] = factory.__doc__.strip().splitlines()[0]
+    declared.update(entry.info)
+    version = entry.version or getattr(factory, "version", None)
+    return EnvInfo(
+        name=entry.name,
+        version=str(version) if version is not None else None,
+        origin=entry.source,
+        **declared,
+    )
 
 
-def make(name: str, **options: Any) -> Environment:
-    """Build the environment registered under `name` with `options`."""
-    if name in _registered:
-        return _registered[name](**options)
-    if name in _BUILTIN:
-        return _load(_BUILTIN[name])(**options)
-    plugin = _plugins().get(name)
-    if plugin is not None:
-        return plugin.load()(**options)
-    raise ConfigError(f"no environment named {name!r}; known: {', '.join(list_envs())}")
+def list_envs(domain: str | None = None) -> list[EnvInfo]:
+    """Every environment `make` knows (built-ins, registered, plugins), by name;
+    `domain` keeps one domain."""
+    infos = [env_info(name) for name in registry.names("env")]
+    return [info for info in infos if domain is None or info.domain == domain]

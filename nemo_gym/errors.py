@@ -29,6 +29,9 @@ class NemoGymError(Exception):
     """
 
     kind: ClassVar[FailureKind] = "harness"
+    # Set when this error wraps another exception (a user's model raising ValueError):
+    # the recorded `Failure.error_type` names that exception's type, not ours.
+    error_type: str | None = None
 
     def __init__(self, message: str = "", *, code: str | None = None) -> None:
         super().__init__(message)

@@ -1,19 +1,23 @@
 """Run metrics, computed from persisted rollout rows (never from in-memory state).
 
-The same function serves `collect`, `reverify` and `gym aggregate`, so the numbers a
-run reports are always the numbers its files give.
+The same code serves `collect`, `reverify` and `gym aggregate`, so the numbers a run
+reports are always the numbers its files give. One streaming pass: memory is bounded by
+the number of distinct (task, repeat) keys times a few numbers, never by row size.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
+from array import array
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from nemo_gym.records import RunMetrics, Stats
+from nemo_gym.errors import ConfigError
+from nemo_gym.records import REWARD_LIMIT, RunMetrics, Stats
 
-__all__ = ["compute_metrics", "pass_at_k"]
+__all__ = ["MetricsAccumulator", "compute_metrics", "pass_at_k"]
+
+_NAN = float("nan")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -32,6 +36,155 @@ def _stats(values: list[float]) -> Stats:
     return Stats(n=n, mean=mean, std=math.sqrt(var), min=min(values), max=max(values))
 
 
+def _number(value: Any, where: str, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: field {field!r} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or abs(number) > REWARD_LIMIT:
+        raise ConfigError(f"{where}: field {field!r} is {value!r}, not a finite reward")
+    return number
+
+
+class MetricsAccumulator:
+    """Folds rows into metrics one at a time; the last row of each (task, repeat) wins.
+
+    Per key it keeps a slot: the outcome (ok, or an index into the failure kinds
+    seen), the reward, each component, and whether the verifier reported no answer.
+    """
+
+    def __init__(self, *, success_threshold: float = 1.0) -> None:
+        self.success_threshold = success_threshold
+        self._slots: dict[tuple[str, int], int] = {}
+        self._outcome = array("i")  # -1 ok, else index into _failures
+        self._reward = array("d")
+        self._no_answer = bytearray()  # 0 answered, 1 no answer, 2 not reported
+        self._components: dict[str, array[float]] = {}
+        self._failures: list[tuple[str, str]] = []
+        self._failure_index: dict[tuple[str, str], int] = {}
+
+    def add(self, row: Mapping[str, Any], where: str = "row") -> None:
+        """Fold one row (a dict as written to `rollouts.jsonl`); `where` names it in errors."""
+        task_id = row.get("task_id")
+        repeat = row.get("repeat")
+        status = row.get("status")
+        if not isinstance(task_id, str):
+            raise ConfigError(f"{where}: field 'task_id' must be a string, got {task_id!r}")
+        if isinstance(repeat, bool) or not isinstance(repeat, int):
+            raise ConfigError(f"{where}: field 'repeat' must be an integer, got {repeat!r}")
+        if status not in ("ok", "failed"):
+            raise ConfigError(f"{where}: field 'status' must be 'ok' or 'failed', got {status!r}")
+        key = (task_id, repeat)
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = len(self._outcome)
+            self._slots[key] = slot
+            self._outcome.append(-1)
+            self._reward.append(_NAN)
+            self._no_answer.append(2)
+            for values in self._components.values():
+                values.append(_NAN)
+        else:
+            for values in self._components.values():
+                values[slot] = _NAN
+        if status == "ok":
+            self._add_ok(slot, row, where)
+        else:
+            self._add_failed(slot, row, where)
+
+    def _add_ok(self, slot: int, row: Mapping[str, Any], where: str) -> None:
+        rewards = row.get("rewards")
+        if not isinstance(rewards, Mapping):
+            raise ConfigError(f"{where}: an ok row needs field 'rewards', got {rewards!r}")
+        self._outcome[slot] = -1
+        self._reward[slot] = _number(rewards.get("reward"), where, "rewards.reward")
+        components = rewards.get("components") or {}
+        if not isinstance(components, Mapping):
+            raise ConfigError(f"{where}: field 'rewards.components' must be an object")
+        for name, value in components.items():
+            values = self._components.get(name)
+            if values is None:
+                values = self._components[name] = array("d", [_NAN]) * len(self._outcome)
+            values[slot] = _number(value, where, f"rewards.components.{name}")
+        metadata = rewards.get("metadata") or {}
+        if isinstance(metadata, Mapping) and "extracted_answer" in metadata:
+            self._no_answer[slot] = 1 if metadata["extracted_answer"] is None else 0
+        else:
+            self._no_answer[slot] = 2
+
+    def _add_failed(self, slot: int, row: Mapping[str, Any], where: str) -> None:
+        failure = row.get("failure")
+        if not isinstance(failure, Mapping):
+            raise ConfigError(f"{where}: a failed row needs field 'failure', got {failure!r}")
+        kind, code = failure.get("kind"), failure.get("code")
+        if not isinstance(kind, str) or not isinstance(code, str):
+            raise ConfigError(f"{where}: fields 'failure.kind' and 'failure.code' must be strings")
+        index = self._failure_index.get((kind, code))
+        if index is None:
+            index = self._failure_index[(kind, code)] = len(self._failures)
+            self._failures.append((kind, code))
+        self._outcome[slot] = index
+        self._reward[slot] = _NAN
+        self._no_answer[slot] = 2
+
+    def result(self) -> RunMetrics:
+        """The metrics of every row folded so far."""
+        by_kind: dict[str, int] = {}
+        by_code: dict[str, int] = {}
+        per_task: dict[str, list[int]] = {}  # task id -> [ok samples, passing samples]
+        tasks: set[str] = set()
+        rewards: list[float] = []
+        ok_slots: list[int] = []
+        reported = no_answer = 0
+        threshold = self.success_threshold
+        for (task_id, _), slot in self._slots.items():
+            tasks.add(task_id)
+            outcome = self._outcome[slot]
+            if outcome >= 0:
+                kind, code = self._failures[outcome]
+                by_kind[kind] = by_kind.get(kind, 0) + 1
+                by_code[code] = by_code.get(code, 0) + 1
+                continue
+            ok_slots.append(slot)
+            reward = self._reward[slot]
+            rewards.append(reward)
+            counts = per_task.setdefault(task_id, [0, 0])
+            counts[0] += 1
+            counts[1] += reward >= threshold
+            flag = self._no_answer[slot]
+            if flag != 2:
+                reported += 1
+                no_answer += flag
+        stats: dict[str, Stats] = {}
+        if rewards:
+            stats["reward"] = _stats(rewards)
+        for name, values in self._components.items():
+            present = [values[s] for s in ok_slots if not math.isnan(values[s])]
+            if present:
+                stats[name] = _stats(present)
+        pass_k: dict[int, float] = {}
+        if per_task:
+            smallest = min(n for n, _ in per_task.values())
+            k = 1
+            while k <= smallest:
+                total = math.fsum(pass_at_k(n, c, k) for n, c in per_task.values())
+                pass_k[k] = total / len(per_task)
+                k *= 2
+        n_failed = sum(by_kind.values())
+        return RunMetrics(
+            n_rollouts=len(self._slots),
+            n_ok=len(self._slots) - n_failed,
+            n_failed=n_failed,
+            n_tasks=len(tasks),
+            failures_by_kind=by_kind,
+            failures_by_code=by_code,
+            rewards=stats,
+            pass_at_k=pass_k,
+            success_threshold=threshold,
+            n_no_answer=no_answer,
+            no_answer_rate=no_answer / reported if reported else None,
+        )
+
+
 def compute_metrics(
     rows: Iterable[Mapping[str, Any]], *, success_threshold: float = 1.0
 ) -> RunMetrics:
@@ -41,47 +194,11 @@ def compute_metrics(
     failure counts it once. Failed rollouts are excluded from reward statistics and
     pass@k (masked, never scored 0) and counted by kind and code. pass@k is reported for
     k = 1, 2, 4, ... up to the smallest number of ok samples per task, averaged over
-    tasks; a sample passes when its reward >= `success_threshold`.
+    tasks; a sample passes when its reward >= `success_threshold`. The no-answer rate is
+    the share of ok rollouts whose verifier reported `extracted_answer` as None, among
+    those whose verifier reports it at all. A malformed row raises `ConfigError`.
     """
-    latest: dict[tuple[str, int], Mapping[str, Any]] = {}
-    for row in rows:
-        latest[(row["task_id"], row["repeat"])] = row
-    by_kind: Counter[str] = Counter()
-    by_code: Counter[str] = Counter()
-    values: dict[str, list[float]] = {"reward": []}
-    per_task: dict[str, list[int]] = {}  # task id -> [ok samples, passing samples]
-    tasks: set[str] = set()
-    for (task_id, _), row in latest.items():
-        tasks.add(task_id)
-        if row["status"] != "ok":
-            failure = row.get("failure") or {}
-            by_kind[failure.get("kind", "unknown")] += 1
-            by_code[failure.get("code", "unknown")] += 1
-            continue
-        rewards = row["rewards"]
-        reward = float(rewards["reward"])
-        values["reward"].append(reward)
-        for name, value in (rewards.get("components") or {}).items():
-            values.setdefault(name, []).append(float(value))
-        counts = per_task.setdefault(task_id, [0, 0])
-        counts[0] += 1
-        counts[1] += reward >= success_threshold
-    pass_k: dict[int, float] = {}
-    if per_task:
-        smallest = min(n for n, _ in per_task.values())
-        k = 1
-        while k <= smallest:
-            pass_k[k] = math.fsum(pass_at_k(n, c, k) for n, c in per_task.values()) / len(per_task)
-            k *= 2
-    n_failed = sum(by_kind.values())
-    return RunMetrics(
-        n_rollouts=len(latest),
-        n_ok=len(latest) - n_failed,
-        n_failed=n_failed,
-        n_tasks=len(tasks),
-        failures_by_kind=dict(by_kind),
-        failures_by_code=dict(by_code),
-        rewards={name: _stats(v) for name, v in values.items() if v},
-        pass_at_k=pass_k,
-        success_threshold=success_threshold,
-    )
+    accumulator = MetricsAccumulator(success_threshold=success_threshold)
+    for number, row in enumerate(rows, 1):
+        accumulator.add(row, f"row {number}")
+    return accumulator.result()

@@ -9,11 +9,21 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
+from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
-from nemo_gym.errors import FailureKind, HarnessError
+from nemo_gym.errors import FailureKind, HarnessError, VerifierError
+from nemo_gym.registry import Spec
 
 SCHEMA_VERSION = 2
 
@@ -143,7 +153,7 @@ class Task(_Value):
                 sort_keys=True,
                 default=str,
             )
-            data["id"] = hashlib.sha256(canon.encode()).hexdigest()[:16]
+            data["id"] = hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         return data
 
 
@@ -158,7 +168,12 @@ class Sampling(_Value):
     extra: dict[str, Any] = Field(default_factory=dict)
 
     def merged_over(self, base: Sampling) -> Sampling:
-        """These settings, with every unset field taken from `base`."""
+        """These settings, with every unset field taken from `base`.
+
+        The one merge rule of sampling layers (see `docs/runner.md`): adapter defaults
+        < harness < run-level `sampling=` < the repeat's derived seed, each layer merged
+        over the one below it with this method.
+        """
         update = {
             name: getattr(base, name)
             for name in ("temperature", "top_p", "max_tokens", "seed", "stop")
@@ -203,23 +218,33 @@ class ModelResponse(_Value):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
-    # The sampling the adapter sent, after its defaults were merged in (fields the
-    # backend does not take, such as Anthropic's seed, are None). None: not reported.
-    sampling: Sampling | None = None
-    # How many attempts the call took (retries of transient errors included).
-    attempts: int = 1
+    # Reported by the adapter to the runner, which records them on the `ModelCall`
+    # (not persisted here): the sampling sent after the adapter's defaults were merged
+    # in (fields the backend does not take, such as Anthropic's seed, None), and how
+    # many attempts the call took (retries of transient errors included).
+    sampling: Sampling | None = Field(default=None, exclude=True)
+    attempts: int = Field(default=1, exclude=True)
     # Adapter facts about this call, e.g. Local's `history`: "fresh", "continued" (exact
     # ids of the earlier turns reused) or "retokenized" (history rendered again).
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class ModelCall(_Record):
-    """One model call as it happened: request, response (or error), latency."""
+    """One model call as it happened: request, response (or error), latency, attempts.
+
+    `request.sampling` is the sampling the adapter reports it sent (its defaults
+    merged in), else the request's as the runner sent it. In a stored row the request's
+    messages are kept once: `messages_ref = n` says the request began with the
+    trajectory's first n messages, and `request.messages` holds only what followed;
+    reading the row restores the full request (see `Trajectory`).
+    """
 
     request: ModelRequest
     response: ModelResponse | None = None
     error: str | None = None
     latency_s: float = 0.0
+    attempts: int = 1
+    messages_ref: int | None = None
 
 
 class ToolResult(_Record):
@@ -260,14 +285,62 @@ class TokenTrace(_Value):
     logprobs: list[float]
 
 
+def _shared_prefix(request: Sequence[Message], messages: Sequence[Message]) -> int:
+    n = min(len(request), len(messages))
+    for i in range(n):
+        a, b = request[i], messages[i]
+        if a is not b and a != b:
+            return i
+    return n
+
+
 class Trajectory(_Record):
-    """Everything a harness produced for one task: what a verifier scores."""
+    """Everything a harness produced for one task: what a verifier scores.
+
+    Serialized, each model call's request refers to the trajectory's messages instead
+    of repeating them (`ModelCall.messages_ref`), so a row grows linearly with the
+    turns, not with their square; validation restores the full requests.
+    """
 
     messages: list[Message] = Field(default_factory=list)
     model_calls: list[ModelCall] = Field(default_factory=list)
     tool_results: list[ToolResult] = Field(default_factory=list)
     observations: list[Observation] = Field(default_factory=list)
     final_state: Any = None
+
+    @model_serializer(mode="wrap")
+    def _compact_requests(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict) or not self.model_calls or not self.messages:
+            return data
+        stored = data.get("model_calls")
+        if not isinstance(stored, list):
+            return data
+        for call, row in zip(self.model_calls, stored, strict=False):
+            if call.messages_ref is not None or not isinstance(row, dict):
+                continue
+            shared = _shared_prefix(call.request.messages, self.messages)
+            request = row.get("request")
+            if shared and isinstance(request, dict) and isinstance(request.get("messages"), list):
+                request["messages"] = request["messages"][shared:]
+                row["messages_ref"] = shared
+        return data
+
+    @model_validator(mode="after")
+    def _restore_requests(self) -> Trajectory:
+        for index, call in enumerate(self.model_calls):
+            n = call.messages_ref
+            if n is None:
+                continue
+            if not 0 < n <= len(self.messages):
+                raise ValueError(
+                    f"model_calls[{index}].messages_ref={n} but the trajectory has "
+                    f"{len(self.messages)} messages"
+                )
+            messages = (*self.messages[:n], *call.request.messages)
+            call.request = replace(call.request, messages=messages)
+            call.messages_ref = None
+        return self
 
     @property
     def final_text(self) -> str:
@@ -314,24 +387,75 @@ class Trajectory(_Record):
         return TokenTrace(token_ids=ids, loss_mask=mask, logprobs=logprobs)
 
 
+REWARD_LIMIT = 1e15
+"""The largest |value| a reward or component may have: far beyond any real reward, and
+small enough that sums and variances over any run (in float32 too) stay finite."""
+
+
+class NonFiniteReward(VerifierError):
+    """A reward or component that is NaN, infinite or beyond `REWARD_LIMIT`.
+
+    Not a `ValueError` on purpose: raised inside the record's validator, it reaches the
+    caller as itself (pydantic would wrap a ValueError), so the runner records its code.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="non_finite_reward")
+
+
+class InvalidReward(VerifierError, TypeError):
+    """A verifier returned something that is not a number, a bool or `Rewards`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="invalid_reward")
+
+
+def _check_reward(value: float, what: str) -> None:
+    if not math.isfinite(value) or abs(value) > REWARD_LIMIT:
+        raise NonFiniteReward(
+            f"{what} is {value!r}: rewards must be finite numbers with |value| <= {REWARD_LIMIT:g}"
+        )
+
+
+def _as_number(value: Any, what: str) -> float:
+    """A real number from a Python or numpy scalar (bools count as 0/1)."""
+    if isinstance(value, numbers.Real):
+        return float(value)
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and getattr(value, "shape", None) == () and dtype.kind in "biuf":
+        return float(value)
+    raise InvalidReward(
+        f"{what} must be a real number, a bool or Rewards; got {type(value).__name__}"
+    )
+
+
 class Rewards(_Value):
-    """A primary `reward` plus named components and metadata (e.g. the extracted answer)."""
+    """A primary `reward` plus named components and metadata (e.g. the extracted answer).
+
+    Every value is a finite number with |value| <= `REWARD_LIMIT`; anything else raises
+    `NonFiniteReward` (recorded as a `verifier` failure with code `non_finite_reward`).
+    By convention a verifier that extracts an answer sets `metadata["extracted_answer"]`,
+    None when it found none (counted in the run's no-answer rate).
+    """
 
     reward: float
     components: dict[str, float] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _finite(self) -> Rewards:
+        _check_reward(self.reward, "reward")
+        for name, value in self.components.items():
+            _check_reward(value, f"component {name!r}")
+        return self
+
     @classmethod
-    def of(cls, value: Rewards | float | bool | int) -> Rewards:
-        """Coerce a verifier's return value (a number, a bool or `Rewards`)."""
+    def of(cls, value: Any) -> Rewards:
+        """Coerce a verifier's return value: `Rewards`, a bool, or any real number
+        (numpy scalars included). Raises `InvalidReward` / `NonFiniteReward`."""
         if isinstance(value, Rewards):
             return value
-        if isinstance(value, bool | int | float):
-            reward = float(value)
-            if math.isnan(reward):
-                raise ValueError("a verifier returned NaN")
-            return cls(reward=reward)
-        raise TypeError(f"a verifier must return a float or Rewards, got {type(value).__name__}")
+        return cls(reward=_as_number(value, "a verifier's return value"))
 
     @classmethod
     def weighted(
@@ -349,7 +473,7 @@ class Failure(_Value):
     code: str
     message: str
     error_type: str
-    where: Literal["open", "harness", "verify", "close", "runner"] = "harness"
+    where: Literal["open", "harness", "verify", "close"] = "harness"
     traceback: str | None = None
 
 
@@ -361,12 +485,30 @@ class Timings(_Value):
     verify_s: float = 0.0
 
 
+class RunSpec(_Value):
+    """What a run is: everything needed to rebuild it and to tell two runs apart.
+
+    `env`, `model` and `harness` are specs (`nemo_gym.registry.Spec`); the model's
+    options name its model and endpoint or checkpoint, never a secret. `sampling` is the
+    run-level sampling; `seed` the run seed the repeats derive theirs from.
+    """
+
+    env: Spec
+    model: Spec
+    harness: Spec
+    sampling: Sampling | None = None
+    seed: int | None = None
+    repeats: int = 1
+    split: str = "test"
+
+
 class Rollout(_Record):
     """One finished rollout: the persisted record (one JSON line)."""
 
     schema_version: int = SCHEMA_VERSION
     run_id: str
     env: str
+    spec: RunSpec | None = None
     task_id: str
     repeat: int
     seed: int | None
@@ -450,6 +592,10 @@ class RunMetrics(_Value):
     rewards: dict[str, Stats]
     pass_at_k: dict[int, float]
     success_threshold: float
+    # ok rollouts whose verifier reported it extracted no answer, and their share among
+    # the ok rollouts whose verifier reports extraction at all (None: none does).
+    n_no_answer: int = 0
+    no_answer_rate: float | None = None
 
 
 def rollout_json_schema() -> dict[str, Any]:

@@ -1,9 +1,13 @@
-"""The runner: `rollout` (one), `rollouts` (a stream), `groups` (GRPO), `collect` (to disk).
+"""The runner: `rollout` (one), `rollouts` (a stream), `groups` (GRPO).
 
 Rollouts stream out in completion order the moment each finishes; tasks are pulled
 lazily and at most `concurrency` rollouts are in flight, so memory stays flat however
 many tasks there are. Nothing a rollout does raises into the caller: a failure is a
 `Rollout` with `status="failed"` and a `Failure` saying its kind and where it happened.
+
+Sampling is merged in one order (each layer over the one below, `Sampling.merged_over`):
+the adapter's defaults < the harness's < the run's `sampling=` < the repeat's derived
+seed. What the adapter reports it sent is what each `ModelCall` records.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import aclosing
 from typing import Any
 
-from nemo_gym.errors import HarnessError, ModelError, NemoGymError, RolloutTimeout
+from nemo_gym.errors import ConfigError, HarnessError, ModelError, NemoGymError, RolloutTimeout
+from nemo_gym.lifecycle import close_all, is_interrupt
 from nemo_gym.protocols import Environment, Harness, Model, as_verifier
 from nemo_gym.records import (
     Failure,
@@ -29,6 +34,7 @@ from nemo_gym.records import (
     Observation,
     Rewards,
     Rollout,
+    RunSpec,
     Sampling,
     Task,
     Timings,
@@ -36,8 +42,20 @@ from nemo_gym.records import (
     Trajectory,
     replace,
 )
+from nemo_gym.registry import spec_of
 
-__all__ = ["derive_seed", "groups", "rollout", "rollouts"]
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "default_harness",
+    "derive_seed",
+    "groups",
+    "rollout",
+    "rollouts",
+    "run_spec",
+]
+
+DEFAULT_CONCURRENCY = 32
+"""Rollouts in flight when the caller says nothing (API and CLI alike)."""
 
 _PHASE_KIND = {"open": "environment", "close": "environment", "harness": "harness"}
 
@@ -48,9 +66,16 @@ def derive_seed(run_seed: int, task_id: str, repeat: int) -> int:
     return int.from_bytes(digest, "big") & 0x7FFFFFFF
 
 
+def _error_type(exc: BaseException) -> str:
+    wrapped = exc.error_type if isinstance(exc, NemoGymError) else None
+    return wrapped or type(exc).__qualname__
+
+
 class RecordingModel:
     """Wraps the policy for one rollout: applies run-level sampling and the repeat's seed,
-    and records every call (request, response or error, latency) on the trajectory."""
+    and records every call (request as sent, response or error, latency, attempts) on
+    the trajectory. An empty reply (no content, no tool calls) is an `empty_response`
+    model failure."""
 
     __slots__ = ("_given", "_merged", "calls", "model", "model_s", "sampling", "seed")
 
@@ -68,8 +93,8 @@ class RecordingModel:
     def _sampling(self, given: Sampling) -> Sampling:
         # A harness sends the same Sampling object every turn: merge it once.
         if given is not self._given:
-            merged = given if self.sampling is None else given.merged_over(self.sampling)
-            if self.seed is not None and merged.seed is None:
+            merged = given if self.sampling is None else self.sampling.merged_over(given)
+            if self.seed is not None and merged.seed != self.seed:
                 merged = merged.model_copy(update={"seed": self.seed})
             self._given, self._merged = given, merged
         return self._merged  # type: ignore[return-value]
@@ -81,25 +106,43 @@ class RecordingModel:
         started = time.perf_counter()
         try:
             response = await self.model.generate(request)
-        except Exception as exc:
+        except BaseException as exc:
+            if is_interrupt(exc):
+                raise
             elapsed = time.perf_counter() - started
             self.model_s += elapsed
+            attempts = exc.attempts if isinstance(exc, ModelError) else 1
             self.calls.append(
                 ModelCall(
                     request=request,
-                    response=None,
-                    error=f"{type(exc).__name__}: {exc}",
+                    error=f"{type(exc).__qualname__}: {exc}",
                     latency_s=elapsed,
+                    attempts=attempts,
                 )
             )
             if isinstance(exc, NemoGymError):
                 raise
-            raise ModelError(f"{type(exc).__name__}: {exc}") from exc
+            error = ModelError(f"{type(exc).__qualname__}: {exc}")
+            error.error_type = type(exc).__qualname__
+            raise error from exc
         elapsed = time.perf_counter() - started
         self.model_s += elapsed
+        sent = response.sampling
         self.calls.append(
-            ModelCall(request=request, response=response, error=None, latency_s=elapsed)
+            ModelCall(
+                request=request if sent is None else replace(request, sampling=sent),
+                response=response,
+                latency_s=elapsed,
+                attempts=response.attempts,
+            )
         )
+        message = response.message
+        if not message.tool_calls and not (message.content or "").strip():
+            raise ModelError(
+                f"the model replied with no content and no tool calls "
+                f"(finish_reason={response.finish_reason!r})",
+                code="empty_response",
+            )
         return response
 
     def __getattr__(self, name: str) -> Any:
@@ -108,7 +151,9 @@ class RecordingModel:
 
 
 def _failure(exc: BaseException, where: str) -> Failure:
-    if where == "verify":
+    if isinstance(exc, asyncio.CancelledError):
+        kind, code = "cancelled", "cancelled"
+    elif where == "verify":
         kind = "verifier"
         code = exc.code if isinstance(exc, NemoGymError) else "verifier"
     elif isinstance(exc, NemoGymError):
@@ -120,8 +165,8 @@ def _failure(exc: BaseException, where: str) -> Failure:
     return Failure(
         kind=kind,  # type: ignore[arg-type]
         code=code,
-        message=str(exc) or type(exc).__name__,
-        error_type=type(exc).__name__,
+        message=str(exc) or type(exc).__qualname__,
+        error_type=_error_type(exc),
         where=where,  # type: ignore[arg-type]
         traceback=tb[-4000:],
     )
@@ -166,11 +211,22 @@ async def _run_episode(
                         )
             trajectory.final_state = episode.final_state()
             phase[0] = "close"
-    except Exception as exc:
+    except BaseException as exc:
         # A TimeoutError raised by a tool lands here too: only the rollout's own
         # deadline (a cancellation turned into TimeoutError by asyncio.timeout) is a
-        # `timeout` failure.
+        # `timeout` failure. Real interrupts and cancellations go on up.
+        if is_interrupt(exc):
+            raise
         raise _Tracked(_failure(exc, phase[0])) from exc
+
+
+async def _verify(env: Environment, task: Task, trajectory: Trajectory) -> Rewards:
+    try:
+        return Rewards.of(await as_verifier(env.verifier).verify(task, trajectory))
+    except BaseException as exc:
+        if is_interrupt(exc):
+            raise
+        raise _Tracked(_failure(exc, "verify")) from exc
 
 
 async def rollout(
@@ -184,13 +240,17 @@ async def rollout(
     sampling: Sampling | None = None,
     timeout: float | None = None,
     run_id: str = "",
+    spec: RunSpec | None = None,
 ) -> Rollout:
     """Run one rollout of `task` to the end and return its record.
 
-    Never raises for what the rollout did; only cancellation propagates. `timeout`
-    bounds the whole rollout, verification included.
+    Never raises for what the rollout did; only a real cancellation, Ctrl-C or
+    interpreter exit propagates. `timeout` bounds the whole rollout, verification
+    included. `spec` is the run's spec (computed when not given).
     """
     harness = harness or default_harness(env)
+    if spec is None:
+        spec = run_spec(env, model, harness, sampling=sampling, seed=seed)
     started_at = time.time()
     t0 = time.perf_counter()
     trajectory = Trajectory()
@@ -208,10 +268,10 @@ async def rollout(
         phase[0] = "verify"
         verify_started = time.perf_counter()
         try:
-            pending = as_verifier(env.verifier).verify(task, trajectory)
+            pending = _verify(env, task, trajectory)
             if timeout is not None:
                 pending = asyncio.wait_for(pending, max(0.0, timeout - (verify_started - t0)))
-            rewards = Rewards.of(await pending)
+            rewards = await pending
         finally:
             verify_s = time.perf_counter() - verify_started
     except _Tracked as tracked:
@@ -221,11 +281,10 @@ async def rollout(
         if timeout is not None and time.perf_counter() - t0 >= timeout:
             error = RolloutTimeout(f"rollout exceeded its {timeout}s deadline during {phase[0]}")
         failure = _failure(error, phase[0])
-    except Exception as exc:
-        failure = _failure(exc, phase[0])
     return Rollout(
         run_id=run_id,
         env=env.name,
+        spec=spec,
         task_id=task.id,
         repeat=repeat,
         seed=seed,
@@ -255,21 +314,88 @@ def default_harness(env: Environment) -> Harness:
     return SingleTurn()
 
 
-def _work(
+def run_spec(
+    env: Environment,
+    model: Model,
+    harness: Harness | None = None,
+    *,
+    sampling: Sampling | None = None,
+    seed: int | None = 0,
+    repeats: int = 1,
+    split: str = "test",
+) -> RunSpec:
+    """The spec of a run of `env` with `model` and `harness` (default: the env's)."""
+    return RunSpec(
+        env=spec_of(env, "env"),
+        model=spec_of(model, "model"),
+        harness=spec_of(harness or default_harness(env), "harness"),
+        sampling=sampling,
+        seed=seed,
+        repeats=repeats,
+        split=split,
+    )
+
+
+def check_seeding(
+    harness: Harness, sampling: Sampling | None, seed: int | None, repeats: int
+) -> None:
+    """Refuse a run whose repeats would all get the same seed (identical GRPO samples)."""
+    if seed is not None or repeats < 2:
+        return
+    fixed = sampling.seed if sampling is not None else None
+    harness_sampling = getattr(harness, "sampling", None)
+    if fixed is None and isinstance(harness_sampling, Sampling):
+        fixed = harness_sampling.seed
+    if fixed is not None:
+        raise ConfigError(
+            f"seed=None with a fixed sampling seed {fixed} and repeats={repeats} would send "
+            f"the same seed to every repeat; pass seed={fixed} to derive one per repeat"
+        )
+
+
+def work_items(
     env: Environment,
     tasks: Iterable[Task] | None,
     split: str,
     limit: int | None,
     repeats: int,
-    skip: frozenset[tuple[str, int]] | set[tuple[str, int]] | None,
+    skip: frozenset[tuple[str, int]] | set[tuple[str, int]] | None = None,
+    *,
+    whole_groups: bool = False,
 ) -> Iterator[tuple[Task, int]]:
+    """(task, repeat) pairs in task-major order, lazily; duplicate task ids are an error.
+
+    `skip` holds (task id, repeat) pairs already done. With `whole_groups`, a task is
+    skipped only when all its repeats are done, and otherwise run whole.
+    """
     source = env.tasks(split=split, limit=limit) if tasks is None else tasks
     if tasks is not None and limit is not None:
         source = itertools.islice(source, limit)
-    for task in source:
+    seen: dict[str, int] = {}
+    for position, task in enumerate(source):
+        if not isinstance(task, Task):
+            raise ConfigError(
+                f"task {position} of {getattr(env, 'name', env)!r} is a {type(task).__name__}, "
+                "not a Task"
+            )
+        first = seen.setdefault(task.id, position)
+        if first != position:
+            raise ConfigError(
+                f"duplicate task id {task.id!r}: tasks {first} and {position} of this run "
+                "share it (identical prompts and answers hash to the same id); give the "
+                "tasks distinct ids"
+            )
+        if skip:
+            done = [(task.id, r) in skip for r in range(repeats)]
+            if all(done):
+                continue
+            if not whole_groups:
+                for repeat in range(repeats):
+                    if not done[repeat]:
+                        yield task, repeat
+                continue
         for repeat in range(repeats):
-            if skip is None or (task.id, repeat) not in skip:
-                yield task, repeat
+            yield task, repeat
 
 
 async def rollouts(
@@ -281,29 +407,38 @@ async def rollouts(
     split: str = "test",
     limit: int | None = None,
     repeats: int = 1,
-    concurrency: int = 32,
+    concurrency: int = DEFAULT_CONCURRENCY,
     seed: int | None = 0,
     sampling: Sampling | None = None,
     timeout: float | None = None,
     run_id: str | None = None,
     skip: set[tuple[str, int]] | frozenset[tuple[str, int]] | None = None,
+    keep_open: bool = False,
+    _whole_groups: bool = False,
 ) -> AsyncIterator[Rollout]:
     """Run every (task, repeat) and yield each `Rollout` the moment it finishes.
 
     Tasks come from `tasks` or `env.tasks(split, limit)`, pulled lazily; at most
     `concurrency` rollouts run at once. Each repeat gets the seed
-    `derive_seed(seed, task.id, repeat)` (none when `seed` is None). `skip` holds
-    (task id, repeat) pairs already done. Closing the generator early (break, aclose,
-    cancellation) cancels the rollouts in flight and waits until their episodes closed.
+    `derive_seed(seed, task.id, repeat)` (none when `seed` is None), which overrides any
+    seed the harness or `sampling` sets. `skip` holds (task id, repeat) pairs already
+    done. Two tasks with the same id are a `ConfigError`.
+
+    Closing the stream (`aclose()`, the end of an `async with aclosing(...)` block, a
+    `break` out of `async for` over the call itself, cancellation) cancels the rollouts
+    in flight and waits until their episodes closed. When the stream ends, the
+    environment, its verifier and the harness are closed (`aclose`) unless `keep_open`.
     """
     if repeats < 1:
-        raise ValueError("repeats must be >= 1")
+        raise ConfigError(f"repeats must be >= 1, got {repeats}")
     if concurrency < 1:
-        raise ValueError("concurrency must be >= 1")
+        raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
     harness = harness or default_harness(env)
-    as_verifier(env.verifier)  # a bad verifier is a setup error, raised before any rollout
+    verifier = as_verifier(env.verifier)  # a bad verifier is a setup error, raised now
+    check_seeding(harness, sampling, seed, repeats)
+    spec = run_spec(env, model, harness, sampling=sampling, seed=seed, repeats=repeats, split=split)
     run_id = run_id or uuid.uuid4().hex[:12]
-    work = _work(env, tasks, split, limit, repeats, skip)
+    work = work_items(env, tasks, split, limit, repeats, skip, whole_groups=_whole_groups)
     finished: asyncio.Queue[asyncio.Task[Rollout]] = asyncio.Queue()
     running: set[asyncio.Task[Rollout]] = set()
     exhausted = False
@@ -326,6 +461,7 @@ async def rollouts(
                         sampling=sampling,
                         timeout=timeout,
                         run_id=run_id,
+                        spec=spec,
                     )
                 )
                 running.add(job)
@@ -340,6 +476,8 @@ async def rollouts(
             job.cancel()
         if running:
             await asyncio.gather(*running, return_exceptions=True)
+        if not keep_open:
+            await close_all(env, verifier, harness)
 
 
 async def groups(
@@ -350,9 +488,16 @@ async def groups(
     **options: Any,
 ) -> AsyncIterator[list[Rollout]]:
     """Like `rollouts`, but yields the `repeats` rollouts of one task together (GRPO),
-    ordered by repeat, as soon as the last of them finishes. Task ids must be unique."""
+    ordered by repeat, as soon as the last of them finishes.
+
+    Every group is whole and from this call: with `skip` (resume), a task whose repeats
+    are all in `skip` is left out, and a task with only some of them done is run again
+    whole — never completed from older rows, which a training loop would have sampled
+    from an older policy.
+    """
     pending: dict[str, list[Rollout]] = {}
-    async with aclosing(rollouts(env, model, repeats=repeats, **options)) as stream:
+    stream = rollouts(env, model, repeats=repeats, _whole_groups=True, **options)
+    async with aclosing(stream):
         async for item in stream:
             bucket = pending.setdefault(item.task_id, [])
             bucket.append(item)

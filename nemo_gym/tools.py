@@ -11,12 +11,13 @@ builds the JSON Schema of the parameters from the type hints.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, get_type_hints, overload
 
 from pydantic import TypeAdapter
 
+from nemo_gym.errors import EpisodeError
 from nemo_gym.records import ToolSpec
 
 ToolFunction = Callable[..., Awaitable[Any]]
@@ -80,3 +81,29 @@ def tool(
         return Tool(spec=spec, fn=f)
 
     return build(fn) if fn is not None else build
+
+
+def _describe(tool: Tool) -> str:
+    fn = getattr(tool.fn, "__wrapped__", tool.fn)
+    where = getattr(fn, "__qualname__", None) or repr(fn)
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{where}" if module else where
+
+
+def tool_table(tools: Iterable[Tool]) -> dict[str, Tool]:
+    """The episode's tools by name; two tools with one name are a setup error.
+
+    Raises `EpisodeError` (kind `environment`, code `duplicate_tool`) naming both: the
+    model could not tell them apart, and one would silently shadow the other.
+    """
+    table: dict[str, Tool] = {}
+    for tool in tools:
+        other = table.get(tool.name)
+        if other is not None:
+            raise EpisodeError(
+                f"two tools are named {tool.name!r} in this episode: {_describe(other)} and "
+                f"{_describe(tool)}; tool names must be unique",
+                code="duplicate_tool",
+            )
+        table[tool.name] = tool
+    return table

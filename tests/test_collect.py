@@ -88,7 +88,7 @@ async def test_resume_with_retry_failed_reruns_failures_and_metrics_take_the_lat
 
 async def test_resume_refuses_a_different_run(tmp_path: Path) -> None:
     await gym.collect(make_env(1), ScriptedModel(echo), output=tmp_path, seed=1)
-    with pytest.raises(ConfigError, match=r"run.json: field 'seed' is 1 but this run has 2"):
+    with pytest.raises(ConfigError, match=r"field 'seed' is 1 in run.json but 2 in this run"):
         await gym.collect(make_env(1), ScriptedModel(echo), output=tmp_path, seed=2)
 
 

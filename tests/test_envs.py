@@ -8,12 +8,12 @@ import pytest
 
 import nemo_gym as gym
 from nemo_gym.envs.answers import final_integer
-from nemo_gym.verify.common import last_boxed
 from nemo_gym.models import ScriptedModel
+from nemo_gym.verify.common import last_boxed
 
 
 def test_catalog_lists_and_makes_builtins() -> None:
-    assert {"arithmetic", "bank", "guess_number"} <= set(gym.list_envs())
+    assert {"arithmetic", "bank", "guess_number"} <= {info.name for info in gym.list_envs()}
     assert gym.make("arithmetic").name == "arithmetic"
     with pytest.raises(gym.errors.ConfigError, match="no environment named 'nope'"):
         gym.make("nope")

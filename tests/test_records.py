@@ -9,7 +9,7 @@ import pytest
 
 import nemo_gym as gym
 from nemo_gym.errors import HarnessError
-from nemo_gym.records import SCHEMA_VERSION, rollout_json_schema
+from nemo_gym.records import SCHEMA_VERSION, NonFiniteReward, rollout_json_schema
 
 SCHEMA_FILE = Path(__file__).parents[1] / "nemo_gym" / "schema" / f"rollout.v{SCHEMA_VERSION}.json"
 
@@ -26,7 +26,7 @@ def test_task_id_is_derived_from_content_and_stable() -> None:
 def test_rewards_coercion() -> None:
     assert gym.Rewards.of(True).reward == 1.0
     assert gym.Rewards.of(gym.Rewards(reward=0.3)).reward == 0.3
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(NonFiniteReward, match="nan"):
         gym.Rewards.of(float("nan"))
     with pytest.raises(TypeError):
         gym.Rewards.of("1")  # type: ignore[arg-type]

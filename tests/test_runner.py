@@ -78,13 +78,14 @@ async def test_repeats_get_distinct_derived_seeds_passed_to_the_model() -> None:
     assert {(r.task_id, r.repeat): r.seed for r in again} == seeds
 
 
-async def test_run_sampling_fills_unset_fields_only() -> None:
+async def test_run_sampling_overrides_the_harness_and_the_seed_overrides_both() -> None:
     model = ScriptedModel(echo)
-    harness = gym.harnesses.SingleTurn(sampling=gym.Sampling(temperature=0.2))
-    sampling = gym.Sampling(temperature=1.0, max_tokens=5)
-    await collect_all(gym.rollouts(env_of(1), model, harness=harness, sampling=sampling))
-    assert model.requests[0].sampling.temperature == 0.2
-    assert model.requests[0].sampling.max_tokens == 5
+    harness = gym.harnesses.SingleTurn(sampling=gym.Sampling(temperature=0.2, top_p=0.9, seed=1))
+    sampling = gym.Sampling(temperature=1.0, max_tokens=5, seed=2)
+    got = await collect_all(gym.rollouts(env_of(1), model, harness=harness, sampling=sampling))
+    sent = model.requests[0].sampling
+    assert (sent.temperature, sent.top_p, sent.max_tokens) == (1.0, 0.9, 5)
+    assert sent.seed == got[0].seed == gym.derive_seed(0, "t0", 0)
 
 
 async def test_groups_yield_all_repeats_of_a_task_together() -> None:
@@ -121,7 +122,7 @@ async def test_any_exception_from_a_model_is_a_model_failure() -> None:
         raise RuntimeError("socket closed")
 
     (r,) = await collect_all(gym.rollouts(env_of(1), ScriptedModel(broken)))
-    assert r.failure.kind == "model" and r.failure.error_type == "ModelError"
+    assert r.failure.kind == "model" and r.failure.error_type == "RuntimeError"
 
 
 async def test_verifier_exception_is_a_verifier_failure_not_a_zero() -> None:

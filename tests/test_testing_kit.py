@@ -81,7 +81,7 @@ async def test_verify_rejects_bad_input_clearly() -> None:
     async def returns_text(task: Task, trajectory: Trajectory) -> str:
         return "yes"
 
-    with pytest.raises(TypeError, match="float or Rewards"):
+    with pytest.raises(TypeError, match="real number, a bool or Rewards"):
         await testing.verify(returns_text, task=task, response="4")  # type: ignore[arg-type]
 
 

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from nemo_gym.errors import ConfigError, NemoGymError
 from nemo_gym.protocols import Model
 from nemo_gym.records import Rollout, RunMetrics, Sampling
+from nemo_gym.runner import DEFAULT_CONCURRENCY
 
 MODEL_HELP = (
     "local (the embedded SmolLM2-135M-Instruct, CPU), local:PATH_OR_ID, "
@@ -22,24 +23,33 @@ MODEL_HELP = (
 )
 
 
-def parse_model(spec: str, *, base_url: str | None, api_key: str | None) -> Model:
-    """Build a model adapter from a `kind[:name]` spec."""
-    from nemo_gym import models
+_HTTP_KINDS = ("openai", "openai-responses", "openai-completions", "anthropic")
+
+
+def parse_model(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    threads: int | None = None,
+) -> Model:
+    """Build a model adapter from a `kind[:name]` spec, through the registry."""
+    from nemo_gym import registry
 
     kind, _, name = spec.partition(":")
     if kind == "local":
-        return models.Local(name or None)
+        options: dict[str, Any] = {"model": name or None}
+        if threads is not None:
+            options["threads"] = threads
+        return registry.build("model", "local", **options)
+    if kind not in _HTTP_KINDS:
+        known = [n for n in registry.names("model") if n not in ("local", "scripted")]
+        if kind in known:
+            return registry.build("model", kind, **({"model": name} if name else {}))
+        raise ConfigError(f"--model {spec!r}: unknown kind {kind!r}; use {MODEL_HELP}")
     if not name:
         raise ConfigError(f"--model {spec!r}: {kind} needs a model name, as in {kind}:NAME")
-    adapters: dict[str, Any] = {
-        "openai": models.OpenAIChat,
-        "openai-responses": models.OpenAIResponses,
-        "openai-completions": models.OpenAICompletions,
-        "anthropic": models.Anthropic,
-    }
-    if kind not in adapters:
-        raise ConfigError(f"--model {spec!r}: unknown kind {kind!r}; use {MODEL_HELP}")
-    return adapters[kind](name, base_url=base_url, api_key=api_key)
+    return registry.build("model", kind, model=name, base_url=base_url, api_key=api_key)
 
 
 def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
@@ -116,16 +126,23 @@ def summary(metrics: RunMetrics, output: Path | None) -> str:
 def _eval_run(args: argparse.Namespace) -> int:
     from nemo_gym.catalog import make
     from nemo_gym.collect import collect
+    from nemo_gym.lifecycle import close_all
 
     env = make(args.env, **parse_options(args.env_option))
-    model = parse_model(args.model, base_url=args.base_url, api_key=args.api_key)
+    model = parse_model(
+        args.model, base_url=args.base_url, api_key=args.api_key, threads=args.threads
+    )
     output = Path(args.output or f"runs/{args.env}-{time.strftime('%Y%m%d-%H%M%S')}")
-    sampling = Sampling(temperature=args.temperature, max_tokens=args.max_tokens)
+    # Greedy unless asked: an evaluation should be reproducible and score the model's
+    # best guess, not a sample of it.
+    temperature = 0.0 if args.temperature is None else args.temperature
+    sampling = Sampling(temperature=temperature, max_tokens=args.max_tokens)
     total = args.limit * args.repeats if args.limit is not None else None
     progress = Progress(total)
-    try:
-        result = asyncio.run(
-            collect(
+
+    async def run() -> Any:
+        try:
+            return await collect(
                 env,
                 model,
                 output=output,
@@ -139,7 +156,11 @@ def _eval_run(args: argparse.Namespace) -> int:
                 retry_failed=args.retry_failed,
                 on_rollout=progress.update,
             )
-        )
+        finally:
+            await close_all(model)
+
+    try:
+        result = asyncio.run(run())
     finally:
         progress.close()
     print(summary(result.metrics, result.output))
@@ -159,8 +180,10 @@ def _eval_reverify(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     from nemo_gym.catalog import list_envs
 
-    for name in list_envs():
-        print(name)
+    infos = list_envs()
+    width = max((len(info.name) for info in infos), default=4)
+    for info in infos:
+        print(f"{info.name:<{width}}  {info.domain:<12}  {info.description}")
     return 0
 
 
@@ -189,11 +212,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--api-key", help="API key (default: the SDK's environment variable)")
     run.add_argument("--limit", type=int, help="number of tasks")
     run.add_argument("--repeats", type=int, default=1, help="rollouts per task")
-    run.add_argument("--concurrency", type=int, default=8, help="rollouts in flight")
+    run.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"rollouts in flight (default {DEFAULT_CONCURRENCY})",
+    )
     run.add_argument("--output", help="run directory (default runs/ENV-TIMESTAMP)")
     run.add_argument("--split", default="test")
     run.add_argument("--seed", type=int, default=0, help="run seed (repeats derive theirs)")
-    run.add_argument("--temperature", type=float)
+    run.add_argument(
+        "--temperature", type=float, help="sampling temperature (default 0: greedy)"
+    )
+    run.add_argument(
+        "--threads", type=int, help="torch threads for --model local (default: chosen by Local)"
+    )
     run.add_argument("--max-tokens", type=int)
     run.add_argument("--timeout", type=float, help="seconds per rollout")
     run.add_argument("--retry-failed", action="store_true", help="on resume, rerun failed rows")

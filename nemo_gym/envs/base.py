@@ -11,6 +11,7 @@ from typing import Any
 
 from nemo_gym.protocols import Harness, Sandbox, Verifier, VerifyFunction, as_verifier
 from nemo_gym.records import Task
+from nemo_gym.registry import Described
 from nemo_gym.tools import Tool
 
 
@@ -56,14 +57,22 @@ class BasicEpisode:
             raise errors[0]
 
 
-class Env:
+class Env(Described):
     """A base environment: a name, a verifier, tasks, and an episode per rollout.
 
     Subclasses override `tasks()` and, when they have tools or state, `open()`.
-    `harness` is the loop the runner uses when the caller names none.
+    `harness` is the loop the runner uses when the caller names none. The keyword
+    arguments a subclass is constructed with are its spec's options (`to_spec()`), so
+    `Arithmetic(seed=3)` is rebuilt as such in another process and a resumed run with
+    another seed is refused. `version` names the version of its tasks and verifier.
+    `aclose()` releases what the environment holds (the runner calls it at the end of
+    a run); the base has nothing to release.
     """
 
+    spec_kind = "env"
+    spec_exclude = frozenset({"tasks"})
     name: str = "env"
+    version: str | None = None
     harness: Harness | None = None
 
     def __init__(
@@ -89,5 +98,11 @@ class Env:
     async def open(self, task: Task) -> BasicEpisode:
         return BasicEpisode()
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r})"
+    async def aclose(self) -> None:
+        """Release what the environment holds; it stays usable (see `nemo_gym.lifecycle`)."""
+
+    async def __aenter__(self) -> Env:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

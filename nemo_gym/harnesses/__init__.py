@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Literal
 
 from nemo_gym.errors import HarnessError, ToolError
+from nemo_gym.lifecycle import is_interrupt
 from nemo_gym.protocols import Episode, Model
 from nemo_gym.records import (
     Event,
@@ -24,7 +25,8 @@ from nemo_gym.records import (
     ToolCall,
     ToolResult,
 )
-from nemo_gym.tools import Tool
+from nemo_gym.registry import Described
+from nemo_gym.tools import Tool, tool_table
 
 __all__ = ["MultiStep", "SingleTurn", "ToolLoop", "opening_messages"]
 
@@ -39,8 +41,10 @@ def opening_messages(task: Task, system_prompt: str | None) -> list[Message]:
     return messages
 
 
-class SingleTurn:
+class SingleTurn(Described):
     """One model call on the task's messages."""
+
+    spec_kind = "harness"
 
     def __init__(self, *, system_prompt: str | None = None, sampling: Sampling | None = None):
         self.system_prompt = system_prompt
@@ -55,11 +59,8 @@ class SingleTurn:
         )
         yield response.message
 
-    def __repr__(self) -> str:
-        return "SingleTurn()"
 
-
-class ToolLoop:
+class ToolLoop(Described):
     """The tool-calling agent loop.
 
     Each turn the model sees the conversation and the episode's tools; its tool calls run
@@ -67,8 +68,11 @@ class ToolLoop:
     Ends when the model answers without a tool call or after `max_turns` model calls.
     Malformed argument JSON, an unknown tool name and an exception raised by a tool are
     shown to the model as the tool's result; `tool_errors="fail"` instead ends the rollout
-    as a `tool` failure. A tool raising `ToolError` always ends it.
+    as a `tool` failure. A tool raising `ToolError` always ends it. Two tools with the
+    same name in one episode are a setup error (`environment`, code `duplicate_tool`).
     """
+
+    spec_kind = "harness"
 
     def __init__(
         self,
@@ -93,7 +97,7 @@ class ToolLoop:
         messages = opening_messages(task, self.system_prompt)
         for message in messages:
             yield message
-        tools = {t.name: t for t in episode.tools}
+        tools = tool_table(episode.tools)
         specs = tuple(t.spec for t in episode.tools)
         for _ in range(self.max_turns):
             response = await model.generate(
@@ -154,6 +158,14 @@ class ToolLoop:
             return self._error(call, f"tool {call.name!r} timed out after {self.tool_timeout}s")
         except Exception as exc:
             return self._error(call, f"{type(exc).__name__}: {exc}", exc)
+        except BaseException as exc:
+            if is_interrupt(exc):
+                raise
+            # Not an ordinary error (a BaseException subclass, a CancelledError nobody
+            # asked for): the tool's world is in an unknown state, so the rollout ends.
+            error = ToolError(f"tool {call.name!r} raised {type(exc).__qualname__}: {exc}")
+            error.error_type = type(exc).__qualname__
+            raise error from exc
         output = value if isinstance(value, str) else json.dumps(value, default=str)
         return output, None
 
@@ -164,17 +176,16 @@ class ToolLoop:
             raise ToolError(f"tool call {call.name!r} failed: {message}") from cause
         return f"Error: {message}", message
 
-    def __repr__(self) -> str:
-        return f"ToolLoop(max_turns={self.max_turns})"
 
-
-class MultiStep:
+class MultiStep(Described):
     """A Gymnasium-style loop: the model's reply is the action, the episode steps.
 
     Each observation goes back to the model as a user message until the episode reports
     `terminated` or `truncated`, or `max_steps` actions were taken. Per-step rewards stay
     on the trajectory (`trajectory.step_rewards`).
     """
+
+    spec_kind = "harness"
 
     def __init__(
         self,
@@ -209,6 +220,3 @@ class MultiStep:
             feedback = Message(role="user", content=observation.observation)
             messages.append(feedback)
             yield feedback
-
-    def __repr__(self) -> str:
-        return f"MultiStep(max_steps={self.max_steps})"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from nemo_gym.errors import ModelError
 from nemo_gym.records import ModelRequest, ModelResponse, Sampling, replace
+from nemo_gym.registry import Described
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,15 @@ class RetryPolicy:
 _NO_SAMPLING = Sampling()
 
 
-class ModelAdapter:
-    """Base of the built-in adapters. Subclasses implement `_generate`."""
+class ModelAdapter(Described):
+    """Base of the built-in adapters. Subclasses implement `_generate`.
+
+    The keyword arguments an adapter is built with are its spec (`to_spec()`: the model
+    id a run records), except secrets (`api_key`), which are never recorded.
+    """
+
+    spec_kind = "model"
+    spec_exclude = frozenset({"api_key"})
 
     def __init__(
         self,
@@ -70,6 +78,15 @@ class ModelAdapter:
 
     async def _generate(self, request: ModelRequest) -> ModelResponse:
         raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release what the adapter opened (idempotent; it stays usable)."""
+
+    async def __aenter__(self) -> ModelAdapter:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def _cap(self) -> asyncio.Semaphore | None:
         if not self.max_concurrency:

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(120)
 def test_registry_finds_builtins_lazily() -> None:
     assert isinstance(registry.get("process"), ProcessProvider)
     assert {"local", "process", "docker", "apptainer"} <= set(registry.names())
-    with pytest.raises(ConfigError, match="unknown sandbox provider 'nope'"):
+    with pytest.raises(ConfigError, match="no sandbox provider named 'nope'"):
         registry.get("nope")
     with pytest.raises(ConfigError, match="rejected its options"):
         registry.get("process", colour="blue")

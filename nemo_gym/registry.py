@@ -1,0 +1,576 @@
+"""One registry for everything built by name, and the spec that rebuilds it.
+
+Five kinds are registered: environments (`env`), models (`model`), harnesses
+(`harness`), verifiers (`verifier`) and sandbox providers (`sandbox`). A name resolves
+by one rule, the same for every kind:
+
+    registered at run time  >  built in  >  entry point (plugin)
+
+Registering over a built-in name needs `replace=True`; a plugin never shadows a
+built-in. A name may carry a version, `name@2`; a bare name resolves to the highest
+version registered under it.
+
+Everything `build` makes remembers its `Spec` — kind, name, version, options and the
+import path of its factory — so it can be rebuilt in another process (a Ray worker, a
+`reverify` run, a config file): `build(spec)` needs nothing but the spec, because a
+name registered only in the first process is found again through `spec.target`.
+Objects built directly (`Arithmetic(seed=3)`) describe themselves the same way: the
+built-in classes remember the keyword arguments they were constructed with
+(`Described`), and `spec_of` falls back to the object's type for anything else.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import re
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import PurePath
+from typing import Any, ClassVar, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nemo_gym.errors import ConfigError
+
+__all__ = [
+    "ENTRY_POINT_GROUPS",
+    "Described",
+    "Entry",
+    "Kind",
+    "Spec",
+    "build",
+    "entries",
+    "lookup",
+    "names",
+    "register",
+    "spec_of",
+    "unregister",
+]
+
+Kind = Literal["env", "model", "harness", "verifier", "sandbox"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
+
+ENTRY_POINT_GROUPS: dict[Kind, str] = {
+    "env": "nemo_gym.envs",
+    "model": "nemo_gym.models",
+    "harness": "nemo_gym.harnesses",
+    "verifier": "nemo_gym.verifiers",
+    "sandbox": "nemo_gym.sandbox_providers",
+}
+"""The entry-point group plugins use for each kind (name -> a class or factory)."""
+
+# Built-ins by import path: nothing is imported until it is asked for.
+_BUILTINS: dict[Kind, dict[str, str]] = {
+    "env": {
+        "arithmetic": "nemo_gym.envs.arithmetic:Arithmetic",
+        "bank": "nemo_gym.envs.bank:Bank",
+        "guess_number": "nemo_gym.envs.guess_number:GuessNumber",
+        "code": "nemo_gym.envs.code:CodeEnv",
+    },
+    "model": {
+        "local": "nemo_gym.models.local:Local",
+        "openai": "nemo_gym.models.openai:OpenAIChat",
+        "openai-responses": "nemo_gym.models.openai:OpenAIResponses",
+        "openai-completions": "nemo_gym.models.openai:OpenAICompletions",
+        "anthropic": "nemo_gym.models.anthropic:Anthropic",
+        "scripted": "nemo_gym.models.scripted:ScriptedModel",
+    },
+    "harness": {
+        "single_turn": "nemo_gym.harnesses:SingleTurn",
+        "tool_loop": "nemo_gym.harnesses:ToolLoop",
+        "multi_step": "nemo_gym.harnesses:MultiStep",
+    },
+    "verifier": {
+        "math": "nemo_gym.verify.math:MathVerifier",
+        "mcqa": "nemo_gym.verify.mcqa:MultipleChoiceVerifier",
+        "exact": "nemo_gym.verify.text:ExactMatch",
+        "normalized": "nemo_gym.verify.text:NormalizedMatch",
+        "regex": "nemo_gym.verify.text:RegexMatch",
+        "numeric": "nemo_gym.verify.text:NumericMatch",
+        "token_f1": "nemo_gym.verify.text:TokenF1",
+        "json": "nemo_gym.verify.structured:JSONMatch",
+        "json_schema": "nemo_gym.verify.structured:JSONSchemaVerifier",
+        "tool_call": "nemo_gym.verify.structured:ToolCallMatch",
+        "ifeval": "nemo_gym.verify.ifeval:IFEvalVerifier",
+        "judge": "nemo_gym.verify.judge:JudgeVerifier",
+        "pairwise_judge": "nemo_gym.verify.judge:PairwiseJudge",
+        "chrf": "nemo_gym.verify.translation:ChrF",
+        "spbleu": "nemo_gym.verify.translation:SpBLEU",
+        "sql": "nemo_gym.verify.sql:SQLVerifier",
+        "code": "nemo_gym.verify.code:CodeVerifier",
+    },
+    "sandbox": {
+        "local": "nemo_gym.sandbox.local:LocalProvider",
+        "process": "nemo_gym.sandbox.process:ProcessProvider",
+        "docker": "nemo_gym.sandbox.docker:DockerProvider",
+        "apptainer": "nemo_gym.sandbox.apptainer:ApptainerProvider",
+    },
+}
+
+Source = Literal["registered", "builtin", "plugin"]
+Factory = Callable[..., Any]
+
+
+class Spec(BaseModel):
+    """What rebuilds an object: kind, registry name, version, options, factory path.
+
+    `options` are JSON values; an option that was an object with a spec of its own is
+    stored as `{"$spec": {...}}` (rebuilt too), any other object as
+    `{"$object": "TypeName"}` (recorded, but not rebuildable). Secrets (API keys) are
+    never part of a spec.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Kind
+    name: str
+    version: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    target: str | None = None
+
+    @property
+    def id(self) -> str:
+        """`name@version` (or the bare name when there is no version)."""
+        return self.name if self.version is None else f"{self.name}@{self.version}"
+
+    @property
+    def rebuildable(self) -> bool:
+        """Whether `build(self)` can make the object again (no opaque options)."""
+        return not _has_opaque(self.options)
+
+    def identity(self) -> dict[str, Any]:
+        """The fields a resumed run must agree on (the factory path is not one)."""
+        return {"name": self.name, "version": self.version, "options": self.options}
+
+
+def _has_opaque(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "$object" in value or any(_has_opaque(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_opaque(v) for v in value)
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One registered name: where its factory lives and what it says about itself."""
+
+    kind: Kind
+    name: str
+    target: str | Factory
+    source: Source
+    version: str | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def load(self) -> Factory:
+        """The factory (imported on first use)."""
+        if callable(self.target):
+            return self.target
+        try:
+            return _import(self.target)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"{self.kind} {self.name!r} ({self.source}): cannot import {self.target!r}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+    @property
+    def target_path(self) -> str | None:
+        """`module:attribute` of the factory, when another process can import it."""
+        if isinstance(self.target, str):
+            return self.target
+        return _import_path(self.target)
+
+    @property
+    def id(self) -> str:
+        return self.name if self.version is None else f"{self.name}@{self.version}"
+
+
+LABELS: dict[Kind, str] = {
+    "env": "environment",
+    "model": "model",
+    "harness": "harness",
+    "verifier": "verifier",
+    "sandbox": "sandbox provider",
+}
+
+_registered: dict[Kind, dict[str, dict[str | None, Entry]]] = {kind: {} for kind in KINDS}
+_specs: weakref.WeakKeyDictionary[Any, Spec] = weakref.WeakKeyDictionary()
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
+
+
+def _check_kind(kind: str) -> Kind:
+    if kind not in KINDS:
+        raise ConfigError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
+    return kind  # type: ignore[return-value]
+
+
+def _import(target: str) -> Any:
+    module, sep, attribute = target.partition(":")
+    if not sep or not module or not attribute:
+        raise ConfigError(f"{target!r}: an import path is 'package.module:attribute'")
+    value: Any = importlib.import_module(module)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _import_path(obj: Any) -> str | None:
+    """`module:qualname` of a class or function when importing it gives it back."""
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not module or not qualname or "<" in qualname or module == "__main__":
+        return None
+    try:
+        found = _import(f"{module}:{qualname}")
+    except Exception:
+        return None
+    found = getattr(found, "__wrapped__", found)
+    return f"{module}:{qualname}" if found is getattr(obj, "__wrapped__", obj) else None
+
+
+def _split_id(name: str) -> tuple[str, str | None]:
+    base, sep, version = name.partition("@")
+    return base, (version if sep else None)
+
+
+def _version_key(version: str | None) -> tuple[Any, ...]:
+    if version is None:
+        return ((-1,),)
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[.\-]", version))
+
+
+def register(
+    kind: Kind,
+    name: str,
+    target: str | Factory,
+    *,
+    version: str | None = None,
+    replace: bool = False,
+    **info: Any,
+) -> Entry:
+    """Register `target` (a class, a factory, or its import path) as `kind` `name`.
+
+    An import path (`"mypkg.envs:MyEnv"`) is what makes the name reproducible in another
+    process: the spec of everything built under it carries the path. A callable is
+    recorded by its own import path when it has one. `info` is free metadata shown by
+    `gym list` (for environments: domain, description, ...). Registering a name that
+    exists (here or as a built-in) needs `replace=True`.
+    """
+    kind = _check_kind(kind)
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(f"{kind} name {name!r}: use letters, digits and _ . - /")
+    if not (isinstance(target, str) or callable(target)):
+        raise ConfigError(f"{kind} {name!r}: target must be callable or 'module:attr'")
+    if isinstance(target, str):
+        module, sep, attribute = target.partition(":")
+        if not sep or not module or not attribute:
+            raise ConfigError(f"{kind} {name!r}: import path {target!r} is not 'module:attr'")
+    versions = _registered[kind].setdefault(name, {})
+    exists = version in versions or (name in _BUILTINS[kind] and version is None)
+    if exists and not replace:
+        raise ConfigError(
+            f"a {LABELS[kind]} named {name!r} is already registered; pass replace=True to "
+            "replace it"
+        )
+    entry = Entry(kind, name, target, "registered", version, dict(info))
+    versions[version] = entry
+    return entry
+
+
+def unregister(kind: Kind, name: str, *, version: str | None = None) -> None:
+    """Remove a run-time registration (built-ins and plugins stay)."""
+    versions = _registered[_check_kind(kind)].get(name, {})
+    versions.pop(version, None)
+    if not versions:
+        _registered[kind].pop(name, None)
+
+
+@functools.cache
+def _plugin_map(kind: Kind) -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUPS[kind])}
+
+
+def refresh_plugins() -> None:
+    """Forget the cached entry points (after installing a plugin in this process)."""
+    _plugin_map.cache_clear()
+
+
+def _candidates(kind: Kind, name: str) -> list[Entry]:
+    """Every entry under `name`, by the precedence rule (first source that has it)."""
+    registered = _registered[kind].get(name)
+    if registered:
+        return list(registered.values())
+    builtins = [
+        Entry(kind, key.partition("@")[0], target, "builtin", key.partition("@")[2] or None)
+        for key, target in _BUILTINS[kind].items()
+        if key.partition("@")[0] == name
+    ]
+    if builtins:
+        return builtins
+    plugin = _plugin_map(kind).get(name)
+    if plugin is not None:
+        return [Entry(kind, name, plugin.value, "plugin")]
+    return []
+
+
+def lookup(kind: Kind, name: str) -> Entry:
+    """The entry `name` (or `name@version`) resolves to; `ConfigError` if none."""
+    kind = _check_kind(kind)
+    if not isinstance(name, str):
+        raise ConfigError(f"a {kind} name must be a string, got {name!r}")
+    base, version = _split_id(name)
+    found = _candidates(kind, base)
+    if not found:
+        known = ", ".join(names(kind)) or "none"
+        raise ConfigError(f"no {LABELS[kind]} named {base!r}; known: {known}")
+    if version is not None:
+        exact = [e for e in found if e.version == version]
+        if not exact:
+            have = ", ".join(e.id for e in found)
+            raise ConfigError(f"{kind} {base!r} has no version {version!r}; have: {have}")
+        return exact[0]
+    return max(found, key=lambda e: _version_key(e.version))
+
+
+def names(kind: Kind) -> list[str]:
+    """Every name of `kind` the registry knows (registered, built-in, plugins)."""
+    kind = _check_kind(kind)
+    found = {key.partition("@")[0] for key in _BUILTINS[kind]}
+    found.update(_registered[kind])
+    found.update(_plugin_map(kind))
+    return sorted(found)
+
+
+def entries(kind: Kind) -> Iterator[Entry]:
+    """The entry each name of `kind` resolves to, in name order."""
+    for name in names(kind):
+        yield lookup(kind, name)
+
+
+def build(kind: Kind | Spec, name: str | None = None, /, **options: Any) -> Any:
+    """Build `kind` `name` with `options`, or rebuild from a `Spec`.
+
+    `build("env", "arithmetic", seed=3)`, `build(spec)`. The object remembers its spec
+    (`spec_of`). A spec whose name is unknown here is rebuilt from its `target` import
+    path; options recorded as `{"$spec": ...}` are rebuilt first.
+    """
+    if isinstance(kind, Spec):
+        if name is not None or options:
+            raise TypeError("build(spec) takes no other arguments")
+        return _rebuild(kind)
+    kind = _check_kind(kind)
+    if name is None:
+        raise TypeError("build(kind, name, **options) needs a name")
+    entry = lookup(kind, name)
+    return _construct(entry, options, entry.target_path)
+
+
+def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any:
+    factory = entry.load()
+    try:
+        obj = factory(**options)
+    except TypeError as exc:
+        raise ConfigError(f"{entry.kind} {entry.id!r} rejected its options: {exc}") from exc
+    version = entry.version or _attr_version(obj)
+    spec = Spec(
+        kind=entry.kind,
+        name=entry.name,
+        version=version,
+        options=jsonable_options(options),
+        target=target,
+    )
+    remember(obj, spec)
+    return obj
+
+
+def _attr_version(obj: Any) -> str | None:
+    version = getattr(obj, "version", None)
+    if isinstance(version, bool) or not isinstance(version, str | int):
+        return None
+    return str(version)
+
+
+def _rebuild(spec: Spec) -> Any:
+    options = {key: _revive(value) for key, value in spec.options.items()}
+    if _has_opaque(spec.options):
+        opaque = [k for k, v in spec.options.items() if _has_opaque(v)]
+        raise ConfigError(
+            f"{spec.kind} {spec.id!r} cannot be rebuilt from its spec: option(s) "
+            f"{', '.join(opaque)} were objects without a spec; pass the object itself"
+        )
+    try:
+        entry = lookup(spec.kind, spec.id if spec.version and _has_version(spec) else spec.name)
+    except ConfigError:
+        if spec.target is None:
+            raise
+        entry = Entry(spec.kind, spec.name, spec.target, "registered", spec.version)
+    return _construct(entry, options, spec.target or entry.target_path)
+
+
+def _has_version(spec: Spec) -> bool:
+    return any(e.version == spec.version for e in _candidates(spec.kind, spec.name))
+
+
+def _revive(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"$spec"}:
+            return _rebuild(Spec.model_validate(value["$spec"]))
+        return {k: _revive(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_revive(v) for v in value]
+    return value
+
+
+def remember(obj: Any, spec: Spec) -> None:
+    """Attach `spec` to `obj` (what `build` does); a no-op for objects without weakrefs."""
+    try:
+        _specs[obj] = spec
+    except TypeError:
+        pass
+
+
+def jsonable_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Options as JSON values: nested specs as `$spec`, other objects as `$object`."""
+    return {str(key): _jsonable(value) for key, value in options.items()}
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, list | tuple | frozenset | set):
+        items = [_jsonable(v) for v in value]
+        return sorted(items, key=repr) if isinstance(value, frozenset | set) else items
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    spec = _known_spec(value)
+    if spec is not None:
+        return {"$spec": spec.model_dump(mode="json")}
+    return {"$object": type(value).__qualname__}
+
+
+def _known_spec(value: Any) -> Spec | None:
+    try:
+        found = _specs.get(value)
+    except TypeError:
+        found = None
+    if found is not None:
+        return found
+    if isinstance(value, Described):
+        return value.to_spec()
+    return None
+
+
+def spec_of(obj: Any, kind: Kind) -> Spec:
+    """The spec of `obj`: the one it was built with, else what it says of itself.
+
+    Built by `build`/`make`: that spec. A `Described` object (the built-in classes):
+    its name, version and constructor options. Anything else: its `name` (for
+    environments) or type name, no options, and its type's import path as target.
+    """
+    kind = _check_kind(kind)
+    known = _known_spec(obj)
+    if known is not None:
+        return known
+    describe = getattr(obj, "to_spec", None)
+    if callable(describe):
+        spec = describe()
+        if isinstance(spec, Spec):
+            return spec
+    inner = getattr(obj, "fn", None) if type(obj).__name__ == "_FunctionVerifier" else None
+    source = inner if inner is not None else obj
+    kind_type = source if inspect.isfunction(source) else type(source)
+    name = getattr(obj, "name", None) if kind == "env" else None
+    return Spec(
+        kind=kind,
+        name=name if isinstance(name, str) and name else kind_type.__qualname__,
+        version=_attr_version(obj),
+        options={},
+        target=_import_path(kind_type),
+    )
+
+
+def _builtin_name(kind: Kind, cls: type) -> str | None:
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    for key, target in _BUILTINS[kind].items():
+        if target == path:
+            return key.partition("@")[0]
+    for name, versions in _registered[kind].items():
+        if any(e.target_path == path for e in versions.values()):
+            return name
+    return None
+
+
+class Described:
+    """A class whose instances remember their constructor's keyword arguments.
+
+    Subclasses set `spec_kind`; `spec_exclude` names arguments that are never recorded
+    (secrets, large data). `to_spec()` then says how to rebuild the instance and
+    `repr()` shows the options it was given: `SingleTurn(system_prompt='Solve it.')`.
+    """
+
+    spec_kind: ClassVar[Kind]
+    spec_exclude: ClassVar[frozenset[str]] = frozenset()
+    _spec_options: dict[str, Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_nemo_gym_described", False):
+            return
+        signature = inspect.signature(init)
+
+        @functools.wraps(init)
+        def __init__(self: Described, *args: Any, **kw: Any) -> None:
+            # The outermost constructor records; a subclass calling super().__init__
+            # with arguments of its own does not overwrite them.
+            if "_spec_options" not in self.__dict__:
+                try:
+                    bound = signature.bind(self, *args, **kw)
+                except TypeError:
+                    options: dict[str, Any] = dict(kw)
+                else:
+                    options = {}
+                    for param_name, value in list(bound.arguments.items())[1:]:
+                        param = signature.parameters[param_name]
+                        if param.kind is param.VAR_KEYWORD:
+                            options.update(value)
+                        elif param.kind is not param.VAR_POSITIONAL:
+                            options[param_name] = value
+                excluded = type(self).spec_exclude
+                self._spec_options = {k: v for k, v in options.items() if k not in excluded}
+            init(self, *args, **kw)
+
+        __init__._nemo_gym_described = True  # type: ignore[attr-defined]
+        cls.__init__ = __init__  # type: ignore[method-assign]
+
+    def to_spec(self) -> Spec:
+        """How to rebuild this object: registry name (or type), version, options."""
+        cls = type(self)
+        kind = cls.spec_kind
+        name = _builtin_name(kind, cls)
+        if name is None and kind == "env":
+            env_name = getattr(self, "name", None)
+            name = env_name if isinstance(env_name, str) and env_name else None
+        return Spec(
+            kind=kind,
+            name=name or cls.__qualname__,
+            version=_attr_version(self),
+            options=jsonable_options(self.__dict__.get("_spec_options", {})),
+            target=_import_path(cls),
+        )
+
+    def __repr__(self) -> str:
+        options = self.__dict__.get("_spec_options", {})
+        shown = ", ".join(f"{k}={v!r}" for k, v in options.items())
+        return f"{type(self).__name__}({shown})"
