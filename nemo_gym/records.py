@@ -140,7 +140,7 @@ class Task(_Value):
             prompt = data.get("prompt")
             if prompt is None:
                 raise ValueError("a Task needs a prompt or messages")
-            data["messages"] = (Message(role="user", content=prompt),)
+            data["messages"] = (_prompt_message(prompt),)
         if not data.get("id"):
             canon = json.dumps(
                 {
@@ -155,6 +155,20 @@ class Task(_Value):
             )
             data["id"] = hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         return data
+
+    @model_serializer(mode="wrap")
+    def _once(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A prompt and the one user message it stands for are the same text: store it
+        # once (as `prompt`); validation builds the message again.
+        data = handler(self)
+        if isinstance(data, dict) and self.prompt is not None and len(self.messages) == 1:
+            if self.messages[0] == _prompt_message(self.prompt):
+                data["messages"] = []
+        return data
+
+
+def _prompt_message(prompt: str) -> Message:
+    return Message(role="user", content=prompt)
 
 
 class Sampling(_Value):

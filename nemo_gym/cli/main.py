@@ -221,9 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", help="run directory (default runs/ENV-TIMESTAMP)")
     run.add_argument("--split", default="test")
     run.add_argument("--seed", type=int, default=0, help="run seed (repeats derive theirs)")
-    run.add_argument(
-        "--temperature", type=float, help="sampling temperature (default 0: greedy)"
-    )
+    run.add_argument("--temperature", type=float, help="sampling temperature (default 0: greedy)")
     run.add_argument(
         "--threads", type=int, help="torch threads for --model local (default: chosen by Local)"
     )

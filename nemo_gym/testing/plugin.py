@@ -1,14 +1,21 @@
-"""The nemo_gym pytest plugin: `scripted_model`, `fake_openai` and `gym_task` fixtures.
+"""The nemo_gym pytest plugin: `async def` tests, and the `scripted_model`,
+`fake_openai` and `gym_task` fixtures.
 
 Registered under the ``pytest11`` entry point, so it loads in every pytest session of
 every project that installs nemo_gym. It therefore imports nothing at module level beyond
 what `import nemo_gym` loads anyway: each fixture imports what it needs (the openai SDK,
 the scripted model) when a test asks for it.
+
+`async def test_...` functions run on a fresh event loop each (`asyncio.run`) with no
+other plugin: testing a verifier needs nothing but pytest. Where pytest-asyncio is
+active, or a test is marked for anyio, those plugins run it instead, as their
+configuration says. Async *fixtures* need pytest-asyncio (or anyio).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +25,22 @@ if TYPE_CHECKING:
     from nemo_gym.models.scripted import ScriptedModel
     from nemo_gym.records import Task
     from nemo_gym.testing.fakes import FakeOpenAI
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run an `async def` test on a fresh loop, unless another async plugin owns it."""
+    function = pyfuncitem.obj
+    if not inspect.iscoroutinefunction(function):
+        return None
+    if pyfuncitem.config.pluginmanager.has_plugin("asyncio"):
+        return None
+    if pyfuncitem.get_closest_marker("anyio") is not None:
+        return None
+    names = pyfuncitem._fixtureinfo.argnames
+    arguments = {name: pyfuncitem.funcargs[name] for name in names}
+    asyncio.run(function(**arguments))
+    return True
 
 
 @pytest.fixture

@@ -1,0 +1,3 @@
+"""Suite-wide pytest setup."""
+
+pytest_plugins = ["pytester"]
