@@ -26,7 +26,7 @@ EnvFactory = Callable[..., Environment]
 class EnvInfo(BaseModel):
     """What an environment says about itself, for `gym list` and the catalog page."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str
     version: str | None = None

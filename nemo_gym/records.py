@@ -507,6 +507,8 @@ class RunSpec(_Value):
     run-level sampling; `seed` the run seed the repeats derive theirs from.
     """
 
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
     env: Spec
     model: Spec
     harness: Spec

@@ -28,7 +28,6 @@ import re
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import PurePath
 from typing import Any, ClassVar, Literal, get_args
 
@@ -124,7 +123,7 @@ class Spec(BaseModel):
     never part of a spec.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: Kind
     name: str
@@ -294,6 +293,8 @@ def unregister(kind: Kind, name: str, *, version: str | None = None) -> None:
 
 @functools.cache
 def _plugin_map(kind: Kind) -> dict[str, Any]:
+    from importlib.metadata import entry_points  # ~10 ms: only when a name is looked up
+
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUPS[kind])}
 
 

@@ -18,6 +18,7 @@ import itertools
 import time
 import traceback
 import uuid
+from array import array
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import aclosing
 from typing import Any
@@ -353,6 +354,57 @@ def check_seeding(
         )
 
 
+class SeenIds:
+    """Which task ids a run has seen, and where: an open-addressing table of 64-bit hashes.
+
+    About 24 bytes per task (a dict of the ids would hold every id string: ~120), so a
+    run of millions of tasks stays flat. Two different ids with the same 64-bit hash
+    would be reported as a duplicate: odds of about n**2 / 2**65 (3e-8 at a million).
+    """
+
+    __slots__ = ("_hashes", "_mask", "_positions", "_size")
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._hashes = array("q", bytes(8 * capacity))
+        self._positions = array("i", bytes(4 * capacity))
+        self._mask = capacity - 1
+        self._size = 0
+
+    def add(self, task_id: str, position: int) -> int | None:
+        """Record `task_id` at `position`; the earlier position if it was seen before."""
+        key = hash(task_id) or 1  # 0 marks an empty slot
+        hashes, mask = self._hashes, self._mask
+        slot = key & mask
+        while True:
+            found = hashes[slot]
+            if found == 0:
+                break
+            if found == key:
+                return self._positions[slot]
+            slot = (slot + 1) & mask
+        hashes[slot] = key
+        self._positions[slot] = position
+        self._size += 1
+        if 2 * self._size > mask:
+            self._grow()
+        return None
+
+    def _grow(self) -> None:
+        old = zip(self._hashes, self._positions, strict=True)
+        capacity = 2 * (self._mask + 1)
+        self._hashes = array("q", bytes(8 * capacity))
+        self._positions = array("i", bytes(4 * capacity))
+        self._mask = capacity - 1
+        hashes, positions, mask = self._hashes, self._positions, self._mask
+        for key, position in old:
+            if key:
+                slot = key & mask
+                while hashes[slot]:
+                    slot = (slot + 1) & mask
+                hashes[slot] = key
+                positions[slot] = position
+
+
 def work_items(
     env: Environment,
     tasks: Iterable[Task] | None,
@@ -371,15 +423,15 @@ def work_items(
     source = env.tasks(split=split, limit=limit) if tasks is None else tasks
     if tasks is not None and limit is not None:
         source = itertools.islice(source, limit)
-    seen: dict[str, int] = {}
+    seen = SeenIds()
     for position, task in enumerate(source):
         if not isinstance(task, Task):
             raise ConfigError(
                 f"task {position} of {getattr(env, 'name', env)!r} is a {type(task).__name__}, "
                 "not a Task"
             )
-        first = seen.setdefault(task.id, position)
-        if first != position:
+        first = seen.add(task.id, position)
+        if first is not None:
             raise ConfigError(
                 f"duplicate task id {task.id!r}: tasks {first} and {position} of this run "
                 "share it (identical prompts and answers hash to the same id); give the "
