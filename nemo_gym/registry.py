@@ -66,6 +66,7 @@ ENTRY_POINT_GROUPS: dict[Kind, str] = {
 _BUILTINS: dict[Kind, dict[str, str]] = {
     "env": {
         "arithmetic": "nemo_gym.envs.arithmetic:Arithmetic",
+        "arithmetic_small": "nemo_gym.envs.arithmetic:ArithmeticSmall",
         "bank": "nemo_gym.envs.bank:Bank",
         "guess_number": "nemo_gym.envs.guess_number:GuessNumber",
         "code": "nemo_gym.envs.code:CodeEnv",

@@ -99,6 +99,9 @@ class Bank(Env):
     """Customers ask for 1-3 transfers, deposits or withdrawals; tasks are seeded."""
 
     name = "bank"
+    version = "1"
+    domain = "tools"
+    verification = "final balances of the stateful world"
 
     def __init__(self, *, seed: int = 0, size: int = 1000, max_turns: int = 8):
         super().__init__(

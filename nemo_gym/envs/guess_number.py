@@ -55,6 +55,9 @@ class GuessNumber(Env):
     """Find a secret integer in [1, high] within `max_guesses` guesses."""
 
     name = "guess_number"
+    version = "1"
+    domain = "games"
+    verification = "multi-step: the secret found within the step budget"
 
     def __init__(self, *, seed: int = 0, size: int = 1000, high: int = 100, max_guesses: int = 10):
         super().__init__(verify_solved, harness=MultiStep(max_steps=max_guesses))

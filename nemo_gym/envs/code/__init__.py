@@ -58,6 +58,9 @@ class CodeEnv(Env):
     """
 
     name = "code"
+    version = "1"
+    domain = "code"
+    verification = "tests run in a sandbox (CodeVerifier)"
 
     def __init__(
         self,
