@@ -7,9 +7,8 @@ import json
 import pytest
 
 import nemo_gym as gym
-from nemo_gym.envs.answers import final_integer
-from nemo_gym.verify.common import last_boxed
 from nemo_gym.models import ScriptedModel
+from nemo_gym.verify.extract import final_integer, last_boxed
 
 
 def test_catalog_lists_and_makes_builtins() -> None:
@@ -53,7 +52,8 @@ def test_arithmetic_is_seeded_and_splits_differ() -> None:
     ],
 )
 def test_final_integer(text: str, value: int | None, boxed: bool) -> None:
-    assert final_integer(text) == (value, boxed)
+    found = final_integer(text)
+    assert (found.value, found.boxed) == (value, boxed)
 
 
 def test_last_boxed_handles_unbalanced_braces() -> None:

@@ -49,7 +49,8 @@ from typing import Any, Literal
 from nemo_gym.errors import ConfigError, MissingDependency, SandboxError, VerifierError
 from nemo_gym.protocols import Sandbox, SandboxProvider
 from nemo_gym.records import ExecResult, ResourceLimits, Rewards, SandboxSpec, Task, Trajectory
-from nemo_gym.verify.common import fenced_blocks, response_text
+from nemo_gym.verify.common import response_text
+from nemo_gym.verify.extract import fenced_blocks
 
 logger = logging.getLogger(__name__)
 

@@ -34,131 +34,26 @@ from typing import Any, Literal
 
 from nemo_gym.errors import MissingDependency, VerifierError
 from nemo_gym.records import Rewards, Task, Trajectory
-from nemo_gym.verify.common import MAX_BOXED, last_boxed, tail_matches
+from nemo_gym.verify.extract import (
+    NO_ANCHOR_POLICIES,
+    Anchor,
+    NoAnchorPolicy,
+    extract_answer,
+    last_boxed,
+)
 from nemo_gym.verify.pool import WorkerError, WorkerPool
 
 __all__ = [
-    "Extraction",
     "MathResult",
     "MathVerifier",
-    "NoAnchorPolicy",
-    "extract_answer",
+    "exact_number",
     "fast_compare",
-    "parse_number",
     "verify_math",
 ]
 
-NoAnchorPolicy = Literal["last_number", "math_verify", "reject"]
-Anchor = Literal["boxed", "answer", "last_number", "none"]
-_POLICIES = ("last_number", "math_verify", "reject")
+_POLICIES = NO_ANCHOR_POLICIES
 _WORKER_MODULE = "nemo_gym.verify._math_worker"
 _WORKER_CHECK = f"{_WORKER_MODULE}:check"
-
-# ---------------------------------------------------------------------------------------
-# Extraction. Every scan here is linear in the text (no nested quantifiers), so a 1 MB
-# reply costs milliseconds on the event loop.
-
-_ANSWER = re.compile(r"(?i)(?:final\s+answer|answer)(?:\s+is|\s*[:=])\s*(?:\*\*|__)?\s*(?::\s*)?")
-_MATH_SPAN = re.compile(
-    r"\$\$(.{1,2000}?)\$\$|\$([^$\n]{1,2000}?)\$|\\\((.{1,2000}?)\\\)|\\\[(.{1,2000}?)\\\]", re.S
-)
-# A number not glued to a word or a dot ("x2", ".5" are not numbers here). It opens with
-# a character class, not a lookbehind, so that re can skip ahead fast (4x on 1 MB).
-_NUMBER = re.compile(
-    r"[-\d](?<![\w.][-\d])(?:(?<=-)\d+|(?<=\d)\d*)"
-    r"(?:,\d{3})*(?:\.\d+)?(?:\s*/\s*\d+)?(?:\s*\\?%)?"
-)
-_THINK_END = "</think>"
-
-
-@dataclass(frozen=True, slots=True)
-class Extraction:
-    """The answer found in a reply (`None` when there is none) and how it was found."""
-
-    answer: str | None
-    anchor: Anchor
-
-
-def _last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
-    matches = tail_matches(pattern, text)
-    return matches[-1] if matches else None
-
-
-def _answer_span(tail: str) -> str | None:
-    """The answer at the start of `tail` (the text after an "answer is" anchor)."""
-    tail = tail.lstrip()
-    span = _MATH_SPAN.match(tail)
-    if span:
-        return next(g for g in span.groups() if g is not None).strip() or None
-    line = tail.split("\n", 1)[0]
-    line = re.split(r"\*\*|__|(?<=[^\d\s])\.|\.(?=\s|$)|;|\s+(?:because|since|as|which)\s", line)[0]
-    line = line.strip().rstrip(".,:;").strip()
-    if not line:
-        return None
-    number = _NUMBER.match(line)
-    # "12 apples" -> "12": a number followed by words only.
-    if number and re.fullmatch(r"[\sA-Za-z]*", line[number.end() :]):
-        unit_free = line[: number.end()].strip()
-        if parse_number(unit_free) is not None:
-            return unit_free
-    return line[:MAX_BOXED]
-
-
-def _last_number(text: str) -> str | None:
-    """The last number, or the last math span if it ends later."""
-    best: tuple[int, str] | None = None
-    last_dollar = text.rfind("$")
-    last_paren = text.rfind("\\)")
-    last_bracket = text.rfind("\\]")
-    region = max(last_dollar, last_paren, last_bracket)
-    if region >= 0:
-        # Only the tail can hold the last span; scanning it alone keeps this cheap.
-        start = max(0, region - 4100)
-        for span in _MATH_SPAN.finditer(text, start):
-            content = next(g for g in span.groups() if g is not None).strip()
-            if content and any(c.isdigit() for c in content):
-                best = (span.end(), content)
-    number = _last_match(_NUMBER, text)
-    if number is not None and (best is None or number.end() > best[0]):
-        before = text[max(0, number.start() - 1) : number.start()]
-        after = text[number.end() : number.end() + 1]
-        if before in ("{", "}", "^", "_", "\\") or after in ("{", "}", "^", "_", "\\"):
-            return ""  # part of undelimited LaTeX (`\frac{\sqrt3}{2}`): math-verify's call
-        best = (number.end(), number.group(0))
-    return best[1] if best else None
-
-
-def extract_answer(text: str, no_anchor: NoAnchorPolicy = "last_number") -> Extraction:
-    """Find the final answer in a model's reply (see the module docstring for the policy).
-
-    Reasoning before a closing `</think>` is ignored. The answer is None with anchor
-    "none" when there is no answer; it is None with anchor "last_number" when the last
-    number sits in undelimited LaTeX (`\\frac{\\sqrt3}{2}`), and with no_anchor
-    "math_verify": in both, math-verify's own extraction reads the whole reply.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"the prediction must be a str, got {type(text).__name__}")
-    if no_anchor not in _POLICIES:
-        raise ValueError(f"no_anchor must be one of {_POLICIES}, got {no_anchor!r}")
-    think = text.rfind(_THINK_END)
-    if think >= 0:
-        text = text[think + len(_THINK_END) :]
-    boxed = last_boxed(text)
-    if boxed is not None:
-        return Extraction(boxed, "boxed")
-    anchor = _last_match(_ANSWER, text)
-    if anchor is not None:
-        answer = _answer_span(text[anchor.end() : anchor.end() + 4 * MAX_BOXED])
-        if answer is not None:
-            return Extraction(answer, "answer")
-    if no_anchor == "last_number":
-        number = _last_number(text)
-        if number:
-            return Extraction(number, "last_number")
-        if number == "":
-            return Extraction(None, "last_number")
-    return Extraction(None, "none")
-
 
 # ---------------------------------------------------------------------------------------
 # The fast path: exact arithmetic on simple forms, or None ("cannot decide here").
@@ -613,7 +508,7 @@ def _evaluate(expression: str, text: str) -> _Poly | None:
 
 
 @lru_cache(maxsize=8192)
-def parse_number(text: str) -> Number | None:
+def exact_number(text: str) -> Number | None:
     """Parse a simple numeric answer exactly, or return None when it is not one.
 
     Never raises on any string, and costs at most a few milliseconds (inputs over
@@ -1004,9 +899,9 @@ async def verify_math(
     extraction = extract_answer(prediction, no_anchor)
     if extraction.answer is None and extraction.anchor == "none" and no_anchor != "math_verify":
         return MathResult(False, None, "fast", "none")
-    gold_number = parse_number(gold_text)
+    gold_number = exact_number(gold_text)
     if extraction.answer is not None and gold_number is not None:
-        predicted = parse_number(extraction.answer)
+        predicted = exact_number(extraction.answer)
         if predicted is not None:
             correct = fast_compare(gold_number, predicted)
             return MathResult(correct, extraction.answer, "fast", extraction.anchor)

@@ -16,7 +16,8 @@ from typing import Any
 
 from nemo_gym.errors import ConfigError, VerifierError, require
 from nemo_gym.records import Rewards, Task, ToolCall, Trajectory
-from nemo_gym.verify.common import GoldFn, fenced_blocks, get_gold, response_text
+from nemo_gym.verify.common import GoldFn, get_gold, response_text
+from nemo_gym.verify.extract import fenced_blocks
 
 log = logging.getLogger(__name__)
 

@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 
 from nemo_gym.errors import VerifierError
 from nemo_gym.records import Message, Task, Trajectory
+from nemo_gym.verify.extract import extract_answer
 from nemo_gym.verify.math import (
     MathVerifier,
     _exact_compare,
     _parse_exact,
-    extract_answer,
+    exact_number,
     fast_compare,
-    parse_number,
     verify_math,
 )
 from nemo_gym.verify.pool import WorkerPool
@@ -100,9 +100,9 @@ def test_fast_path_values() -> None:
         "2^{10}": 1024, "5!": 120, "\\frac{10!}{8!}": 90, "x = -3": -3, "(-2)^3": -8,
     }  # fmt: skip
     for text, value in cases.items():
-        number = parse_number(text)
+        number = exact_number(text)
         assert number is not None and number.values[0] == value, text
-    assert parse_number("25\\%").values == (25, Fraction(1, 4))
+    assert exact_number("25\\%").values == (25, Fraction(1, 4))
     for undecided in [
         "\\sqrt{2}",
         "\\pi",
@@ -114,12 +114,12 @@ def test_fast_path_values() -> None:
         "1 2",
         "3^{1/2}",
     ]:
-        assert parse_number(undecided) is None, undecided
+        assert exact_number(undecided) is None, undecided
 
 
 def test_fast_compare_policy() -> None:
     def same(a: str, b: str) -> bool:
-        x, y = parse_number(a), parse_number(b)
+        x, y = exact_number(a), exact_number(b)
         assert x is not None and y is not None
         return fast_compare(x, y)
 
@@ -190,9 +190,9 @@ _settings = settings(max_examples=150, deadline=None, suppress_health_check=list
 
 @_settings
 @given(st.one_of(st.text(max_size=200), _latexish))
-def test_parse_number_never_raises_and_is_fast(text: str) -> None:
+def test_exact_number_never_raises_and_is_fast(text: str) -> None:
     started = time.perf_counter()
-    number = parse_number(text)
+    number = exact_number(text)
     assert number is None or number.values
     assert time.perf_counter() - started < FAST_BUDGET_S
 
@@ -212,7 +212,7 @@ def test_one_megabyte_and_deep_nesting_stay_bounded(unit: str) -> None:
     for text in (unit * (1_000_000 // len(unit)), "\\boxed{" + "{" * 5000 + "1" + "}" * 5000):
         started = time.perf_counter()
         extract_answer(text)
-        parse_number(text)
+        exact_number(text)
         assert time.perf_counter() - started < 1.0  # linear scans: milliseconds per MB
 
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from nemo_gym.errors import ConfigError, VerifierError
 from nemo_gym.records import Message, Task, Trajectory
-from nemo_gym.verify.mcqa import MultipleChoiceVerifier, extract_choice, extract_choice_details
+from nemo_gym.verify.extract import extract_choice, extract_choice_details
+from nemo_gym.verify.mcqa import MultipleChoiceVerifier
 
 CORPUS = [
     json.loads(line)
