@@ -196,6 +196,8 @@ def _text_group(m: re.Match[str]) -> str:
         return content + power
     if stripped in ("e", "i") and not power:
         return stripped  # \mathrm{e}: Euler's number, not a unit
+    if stripped.lower() in ("percent", "%", "\\%"):
+        return "\\%"
     number = _NUMBER_THEN_WORDS.fullmatch(content)
     if number:  # `\text{2 apples}`
         return number.group(1)
@@ -627,6 +629,8 @@ class _Evaluator:
         if self.peek() == "{":
             return self.atom()
         token = self.take()
+        if token == "e":
+            return {(1, 0, 1, ()): Fraction(1)}
         if not token.isdigit():
             raise _Undecidable
         if len(token) > 1 and token != "10":  # `\log_28` is log_2 8, as LaTeX sets it

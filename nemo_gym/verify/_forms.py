@@ -26,6 +26,7 @@ from nemo_gym.verify._exact import (
     exact_number,
     exact_value,
     same_value,
+    scalar,
     strip_delimiters,
     unicode_to_latex,
 )
@@ -453,12 +454,15 @@ def _chain(text: str, conventions: Conventions, variable: str | None) -> RealSet
     relations = [_relation_name(r) for r in _RELATIONS.findall(text)]
     if not relations:
         raise _NotASet
-    at = [i for i, part in enumerate(parts) if _VARIABLE.fullmatch(part)]
+    at = [i for i, part in enumerate(parts) if _VARIABLE.fullmatch(part) or _ABS.fullmatch(part)]
     if len(at) != 1:
         raise _NotASet
-    name = _VARIABLE.fullmatch(parts[at[0]]).group(1)  # type: ignore[union-attr]
+    absolute = _ABS.fullmatch(parts[at[0]])
+    name = (absolute or _VARIABLE.fullmatch(parts[at[0]])).group(1)  # type: ignore[union-attr]
     if variable and name != variable:
         raise _NotASet
+    if absolute:
+        return _absolute(absolute, parts, relations, at[0], conventions, name)
     if len(parts) > 3 or ("=" in relations and len(relations) > 1):
         raise _NotASet  # `a < b < x`-like or mixed chains: not a solution set here
     result = REALS
@@ -481,6 +485,73 @@ def _chain(text: str, conventions: Conventions, variable: str | None) -> RealSet
             raise _NotASet
         result = _intersection(result, _constraint(relation, value, name))
     return RealSet(result.intervals, name)
+
+
+_ABS = re.compile(
+    r"\s*(?:\\left\s*)?(?:\||\\lvert|\\vert)\s*([A-Za-z])\s*(?:([+-])\s*([^|]+?))?\s*"
+    r"(?:\\right\s*)?(?:\||\\rvert|\\vert)\s*"
+)
+
+
+def _absolute(
+    m: re.Match[str], parts: list[str], relations: list[str], index: int,
+    conventions: Conventions, name: str,
+) -> RealSet:  # fmt: skip
+    """`|x - c| < a`, `1 \\le |x| \\le 3`: {y : |y| R a} shifted by c."""
+    shift: Scalar | None = None
+    if m.group(2):
+        shift = _scalar(m.group(3), conventions)
+        if shift is None or not shift.constant or shift.variable:
+            raise _NotASet
+        if m.group(2) == "+":  # |x + c| = |x - (-c)|
+            shift = scalar(_negated(shift.poly))
+    sides = []
+    if index > 0:
+        sides.append((_REVERSED[relations[index - 1]], parts[index - 1]))
+    if index < len(relations):
+        sides.append((relations[index], parts[index + 1]))
+    result = REALS
+    for relation, side in sides:
+        bound = _scalar(side, conventions)
+        if bound is None or not bound.constant or bound.variable:
+            raise _NotASet
+        low = scalar(_negated(bound.poly))
+        strict = relation in ("<", ">=")  # |y| < a inside; |y| >= a is its complement
+        inside = _intersection(
+            _constraint("<" if strict else "<=", bound, name),
+            _constraint(">" if strict else ">=", low, name),
+        )
+        if relation in ("<", "<="):
+            piece = inside
+        elif relation in (">", ">="):
+            piece = _complement(inside)
+        elif relation == "=":
+            piece = _union([Interval(b, True, b, True) for b in (bound, low)], name) if (
+                _compare(bound, low) >= 0) else EMPTY  # fmt: skip
+        else:
+            raise _NotASet
+        result = _intersection(result, piece)
+    if shift is not None:
+        result = RealSet(tuple(_shifted(iv, shift) for iv in result.intervals), name)
+    return RealSet(result.intervals, name)
+
+
+def _negated(poly: dict) -> dict:
+    return {key: -value for key, value in poly.items()}
+
+
+def _shifted(iv: Interval, by: Scalar) -> Interval:
+    def move(end: Scalar | None) -> Scalar | None:
+        if end is None:
+            return None
+        total = dict(end.poly)
+        for key, value in by.poly.items():
+            total[key] = total.get(key, Fraction(0)) + value
+            if not total[key]:
+                del total[key]
+        return scalar(total)
+
+    return Interval(move(iv.low), iv.low_closed, move(iv.high), iv.high_closed)
 
 
 def _values(text: str, conventions: Conventions) -> list[Scalar]:
@@ -508,8 +579,9 @@ def _condition(text: str, conventions: Conventions, variable: str | None = None)
     for disjunct in _OR.split(text):
         piece = REALS
         conjuncts = _AND.split(disjunct)
-        if len(conjuncts) > 1 and all(_is_assignment(c) for c in conjuncts):
-            piece = _condition(" or ".join(conjuncts), conventions, name)  # x = 2 and x = 3
+        if len(conjuncts) > 1 and all(_is_assignment(c) or _is_value(c) for c in conjuncts):
+            # `x = 2 and x = 3`, `2 and 3`: solutions listed, not a conjunction
+            piece = _condition(" or ".join(conjuncts), conventions, name)
         else:
             for conjunct in conjuncts:
                 found = _atom(conjunct, conventions, name)
@@ -518,6 +590,10 @@ def _condition(text: str, conventions: Conventions, variable: str | None = None)
         name = name or piece.variable
         result = _union([*result.intervals, *piece.intervals], name)
     return RealSet(result.intervals, name)
+
+
+def _is_value(text: str) -> bool:
+    return not _RELATIONS.search(text) and not _SET_HINT.search(text) and "\\in" not in text
 
 
 def _is_assignment(text: str) -> bool:

@@ -126,6 +126,11 @@ def _require_math_verify() -> None:
 
 
 _PERCENT = re.compile(r"\s*(?:\\%|%|\\text\s*\{\s*percent\s*\})")
+# `\sin 30^\circ`: math-verify reads the argument in radians; a degree sign inside a
+# trigonometric function is converted for it.
+_TRIG_DEGREES = re.compile(
+    r"(\\(?:sin|cos|tan|cot|sec|csc)\s*\(?\s*)(\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?"
+)
 _PLAIN_LOG = re.compile(r"\\log(?![A-Za-z_])(?!\s*_)")
 
 
@@ -133,6 +138,7 @@ def _for_math_verify(text: str, conventions: Conventions) -> str:
     """`text` rewritten so that math-verify reads it under `conventions`: it reads a
     percentage both ways and `\\log` in base 10 on its own."""
     text = unicode_to_latex(text)
+    text = _TRIG_DEGREES.sub(lambda m: f"{m.group(1)}({m.group(2)}\\pi/180)", text)
     if conventions.percent == "strip":
         text = _PERCENT.sub("", text)
     elif conventions.percent == "value":

@@ -25,8 +25,6 @@ CORPUS = Path(__file__).parent / "data" / "math_pairs.jsonl"
 KNOWN_MISSES = {
     # math-verify parses a gold without an "i" as real, where sqrt(-1) is undefined.
     ("\\sqrt{-1}", "i"),
-    # math-verify parses with convert_degrees=False: sin(30 rad), not sin(30 deg).
-    ("\\frac{1}{2}", "\\sin 30^\\circ"),
 }
 FAST_BUDGET_S = 0.05  # an in-process decision on the event loop
 

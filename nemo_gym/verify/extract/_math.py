@@ -31,6 +31,7 @@ _NUMBER = re.compile(
     r"[-\d](?<![\w.][-\d])(?:(?<=-)\d+|(?<=\d)\d*)"
     r"(?:,\d{3})*(?:\.\d+)?(?:\s*/\s*\d+)?(?:\s*\\?%)?"
 )
+_MULTIPLIER_WORD = re.compile(r"\s*(thousand|million|billion|trillion)(?![A-Za-z])", re.I)
 # What may separate boxes that together state one answer: `x = \boxed{2}` or
 # `x = \boxed{3}`, `\boxed{2}, \boxed{3}`, one per line. Words other than "or"/"and"
 # (a correction: "wait, actually") end the run.
@@ -39,6 +40,11 @@ _JOIN_GAP = re.compile(
     r"|(?<![A-Za-z])(?:or|and)(?![A-Za-z])|[A-Za-z](?:_\{?\d{1,2}\}?)?\s*=)*"
 )
 _MAX_JOIN_GAP = 60
+_CONNECTIVE = re.compile(r",|;|(?<![A-Za-z])(?:or|and)(?![A-Za-z])|\\text\s*\{\s*(?:or|and)")
+# A final answer said in words: "There is no solution.", "x can be all real numbers."
+_SET_PHRASE = re.compile(
+    r"(?i)(?<![a-z])(?:no\s+(?:real\s+)?solutions?|all\s+real\s+numbers)(?![a-z])"
+)
 # Not an answer: nothing but spacing, signs, braces and punctuation (`\`, `\$`, `.`).
 _NOT_CONTENT = re.compile(
     r"\\(?:[,;:! $%{}]|q?quad|left|right|displaystyle|text\s*\{\s*\}|mathrm\s*\{\s*\})"
@@ -58,8 +64,14 @@ class Extraction:
     skipped: tuple[str, ...] = ()
 
 
+_EMPTY_SET = re.compile(r"\s*\\\{\s*\\\}\s*")
+
+
 def is_blank(answer: str) -> bool:
-    """Whether `answer` holds no letter or digit once spacing commands are removed."""
+    """Whether `answer` holds no letter or digit once spacing commands are removed
+    (the empty set `\\{\\}` is an answer)."""
+    if _EMPTY_SET.fullmatch(answer):
+        return False
     return not any(ch.isalnum() or ch in "∅∞π√" for ch in _NOT_CONTENT.sub("", answer))
 
 
@@ -75,32 +87,67 @@ def _answer_span(tail: str) -> str | None:
         tail = tail[1:].lstrip()
     span = MATH_SPAN.match(tail)
     if span:
-        return span_content(span) or None
+        content = span_content(span)
+        # `$2.5$ million`: the word is part of the number
+        multiplier = _MULTIPLIER_WORD.match(tail, span.end())
+        if multiplier:
+            return content + " " + multiplier.group(1)
+        # `$x = 2$ or $x = 3$`: the spans that follow in the same sentence belong to it
+        contents, end = [content], span.end()
+        while len(contents) < 8:
+            gap = _JOIN_GAP.match(tail, end)
+            following = MATH_SPAN.match(tail, gap.end()) if gap else None
+            if following is None or not _CONNECTIVE.search(tail, end, gap.end()):  # type: ignore[union-attr]
+                break
+            if gap.end() - end > _MAX_JOIN_GAP:  # type: ignore[union-attr]
+                break
+            contents.append(span_content(following))
+            end = following.end()
+        return ", ".join(dict.fromkeys(c for c in contents if c)) or None
     line = tail.split("\n", 1)[0]
     line = re.split(r"\*\*|__|(?<=[^\d\s])\.|\.(?=\s|$)|;|\s+(?:because|since|as|which)\s", line)[0]
     line = line.strip().rstrip(".,:;").strip()
     if not line:
         return None
     number = _NUMBER.match(line)
-    # "12 apples" -> "12": a number followed by words only.
-    if number and re.fullmatch(r"[\sA-Za-z]*", line[number.end() :]):
+    # "12 apples" -> "12": a number followed by words only ("2.5 million" stays).
+    rest = line[number.end() :] if number else ""
+    if number and re.fullmatch(r"[\sA-Za-z]*", rest) and not _MULTIPLIER_WORD.match(rest):
         return line[: number.end()].strip()
     return line[:MAX_BOXED]
 
 
 def _last_number(text: str) -> str | None:
-    """The last number, or the last math span if it ends later.
+    """The last number, math span or solution-set phrase, whichever ends last.
 
-    "" when the last number sits in undelimited LaTeX (`\\frac{\\sqrt3}{2}`).
+    Math spans in one sentence (`$x = 2$ or $x = 3$`) are read together. "" when the
+    last number sits in undelimited LaTeX (`\\frac{\\sqrt3}{2}`).
     """
     best: tuple[int, str] | None = None
     region = max(text.rfind("$"), text.rfind("\\)"), text.rfind("\\]"))
     if region >= 0:
         # Only the tail can hold the last span; scanning it alone keeps this cheap.
+        run: list[tuple[int, int, str]] = []
         for span in MATH_SPAN.finditer(text, max(0, region - 4100)):
             content = span_content(span)
-            if content and any(c.isdigit() for c in content) and not is_blank(content):
-                best = (span.end(), content)
+            if not content or not any(c.isdigit() for c in content) or is_blank(content):
+                continue
+            gap = text[run[-1][1] : span.start()] if run else ""
+            joined = (
+                run
+                and len(gap) <= _MAX_JOIN_GAP
+                and _CONNECTIVE.search(gap)
+                and _JOIN_GAP.fullmatch(gap)
+            )
+            run = (
+                [*run, (span.start(), span.end(), content)]
+                if joined
+                else [(span.start(), span.end(), content)]
+            )
+            best = (span.end(), ", ".join(dict.fromkeys(c for _, _, c in run)))
+    phrase = _last_match(_SET_PHRASE, text)
+    if phrase is not None and (best is None or phrase.end() > best[0]):
+        best = (phrase.end(), phrase.group(0))
     number = _last_match(_NUMBER, text)
     if number is not None and (best is None or number.end() > best[0]):
         before = text[max(0, number.start() - 1) : number.start()]
