@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (a data builder: its templates read best on one line)
 """Build `math_adversarial.jsonl`: labelled (reply, gold) pairs where graders go wrong.
 
 Run `python tests/verify/data/build_math_adversarial.py` to regenerate (deterministic).
@@ -89,7 +90,7 @@ def currency() -> Iterator[Row]:
         said = shown if right else f"{cents // 100}.{(cents % 100 + rng.randint(1, 9)) % 100:02d}"
         if not right and said == shown:
             continue
-        pre = rng.choice(PREAMBLES) + f"Each item costs $\\$3$ and tax is $\\$0.25$.\n"
+        pre = rng.choice(PREAMBLES) + "Each item costs $\\$3$ and tax is $\\$0.25$.\n"
         form = rng.choice(
             [
                 f"The answer is $\\${said}$.",
@@ -137,7 +138,10 @@ def inequalities() -> Iterator[Row]:
             strict = rng.random() < 0.5
             gold = f"(-\\infty, {_bound_tex(b)}{')' if strict else ']'}"
             op = "<" if strict else rng.choice(LE)
-            forms = [f"x {op} {_bound_tex(b)}", f"{_bound_tex(b)} {'>' if strict else rng.choice(GE)} x"]
+            forms = [
+                f"x {op} {_bound_tex(b)}",
+                f"{_bound_tex(b)} {'>' if strict else rng.choice(GE)} x",
+            ]
             wrongs = [
                 f"x {rng.choice(LE) if strict else '<'} {_bound_tex(b)}",
                 f"x {'>' if strict else rng.choice(GE)} {_bound_tex(b)}",
@@ -147,7 +151,10 @@ def inequalities() -> Iterator[Row]:
             strict = rng.random() < 0.5
             gold = f"{'(' if strict else '['}{_bound_tex(a)}, \\infty)"
             op = ">" if strict else rng.choice(GE)
-            forms = [f"x {op} {_bound_tex(a)}", f"{_bound_tex(a)} {'<' if strict else rng.choice(LE)} x"]
+            forms = [
+                f"x {op} {_bound_tex(a)}",
+                f"{_bound_tex(a)} {'<' if strict else rng.choice(LE)} x",
+            ]
             wrongs = [
                 f"x {rng.choice(GE) if strict else '>'} {_bound_tex(a)}",
                 f"x {'<' if strict else rng.choice(LE)} {_bound_tex(a)}",
@@ -197,7 +204,10 @@ def inequalities() -> Iterator[Row]:
             ]
         else:  # member: gold as an inequality, reply as an interval
             gold = f"{_bound_tex(a)} < x \\le {_bound_tex(b)}"
-            forms = [f"({_bound_tex(a)}, {_bound_tex(b)}]", f"x \\in ({_bound_tex(a)}, {_bound_tex(b)}]"]
+            forms = [
+                f"({_bound_tex(a)}, {_bound_tex(b)}]",
+                f"x \\in ({_bound_tex(a)}, {_bound_tex(b)}]",
+            ]
             wrongs = [f"[{_bound_tex(a)}, {_bound_tex(b)}]", f"({_bound_tex(a)}, {_bound_tex(b)})"]
         right = rng.random() < 0.5
         said = rng.choice(forms if right else wrongs)
@@ -236,7 +246,9 @@ def units() -> Iterator[Row]:
                 f"{said} \\text{{ {unit}}}",
                 f"{said}\\,\\text{{{unit}}}",
                 f"{said}\\ \\mathrm{{{unit.split()[0]}}}",
-                f"{said} \\text{{ {unit.split()[0]}}}^2" if unit in ("cm", "m") else f"{said}\\text{{ {unit}}}",
+                f"{said} \\text{{ {unit.split()[0]}}}^2"
+                if unit in ("cm", "m")
+                else f"{said}\\text{{ {unit}}}",
             ]
         )
         gold = shown if rng.random() < 0.8 else f"{shown}\\text{{ {unit}}}"
@@ -303,11 +315,27 @@ def mixed_numbers() -> Iterator[Row]:
         den = rng.randint(2, 9)
         num = rng.randint(1, den - 1)
         value = whole + Fraction(num, den)
-        gold = frac_tex(value) if rng.random() < 0.7 else str(float(value)) if value.denominator in (2, 4, 5) else frac_tex(value)
+        gold = (
+            frac_tex(value)
+            if rng.random() < 0.7
+            else str(float(value))
+            if value.denominator in (2, 4, 5)
+            else frac_tex(value)
+        )
         right = rng.random() < 0.6
         w = whole if right else whole + 1
-        said = rng.choice([f"{w}\\frac{{{num}}}{{{den}}}", f"{w} \\frac{{{num}}}{{{den}}}", f"{w}\\tfrac{{{num}}}{{{den}}}"])
-        text = reply(said) if rng.random() < 0.8 else rng.choice(PREAMBLES) + f"The answer is {w} {num}/{den} cups."
+        said = rng.choice(
+            [
+                f"{w}\\frac{{{num}}}{{{den}}}",
+                f"{w} \\frac{{{num}}}{{{den}}}",
+                f"{w}\\tfrac{{{num}}}{{{den}}}",
+            ]
+        )
+        text = (
+            reply(said)
+            if rng.random() < 0.8
+            else rng.choice(PREAMBLES) + f"The answer is {w} {num}/{den} cups."
+        )
         yield row(text, gold, right, "mixed_number")
 
 
@@ -318,7 +346,11 @@ def repeating() -> Iterator[Row]:
         if set(block) == {"9"}:
             block = "3"
         whole = rng.choice([0, 0, 1, 2])
-        value = whole + (Fraction(int(fixed + block) - int(fixed or "0"), (10 ** len(block) - 1) * 10 ** len(fixed)))
+        value = whole + (
+            Fraction(
+                int(fixed + block) - int(fixed or "0"), (10 ** len(block) - 1) * 10 ** len(fixed)
+            )
+        )
         right = rng.random() < 0.6
         gold = frac_tex(value if right else value + Fraction(1, 10 ** (len(fixed) + 1)))
         said = rng.choice(
@@ -332,11 +364,24 @@ def scientific() -> Iterator[Row]:
         mantissa = Fraction(rng.randint(11, 99), 10)
         exponent = rng.randint(-6, 8)
         value = mantissa * Fraction(10) ** exponent
-        gold = frac_tex(value) if value.denominator == 1 else str(value.numerator / value.denominator) if exponent > -5 else frac_tex(value)
+        gold = (
+            frac_tex(value)
+            if value.denominator == 1
+            else str(value.numerator / value.denominator)
+            if exponent > -5
+            else frac_tex(value)
+        )
         right = rng.random() < 0.6
         e = exponent if right else exponent + rng.choice([-1, 1])
         m = str(float(mantissa))  # always with a point: `3e-4` could be 3e - 4
-        said = rng.choice([f"{m} \\times 10^{{{e}}}", f"{m}\\cdot 10^{{{e}}}", f"{m}e{e}" if e < 0 else f"{m}e+{e}", f"{m}E{e}"])
+        said = rng.choice(
+            [
+                f"{m} \\times 10^{{{e}}}",
+                f"{m}\\cdot 10^{{{e}}}",
+                f"{m}e{e}" if e < 0 else f"{m}e+{e}",
+                f"{m}E{e}",
+            ]
+        )
         yield row(reply(said), gold, right, "scientific")
 
 
@@ -397,16 +442,20 @@ def matrices() -> Iterator[Row]:
 def vectors() -> Iterator[Row]:
     for _ in range(55):
         values = [Fraction(rng.randint(-9, 9)) for _ in range(rng.choice([2, 3]))]
-        column = "\\begin{pmatrix} " + " \\\\ ".join(frac_tex(v) for v in values) + " \\end{pmatrix}"
+        column = (
+            "\\begin{pmatrix} " + " \\\\ ".join(frac_tex(v) for v in values) + " \\end{pmatrix}"
+        )
         tup = "(" + ", ".join(frac_tex(v) for v in values) + ")"
         angle = "\\langle " + ", ".join(frac_tex(v) for v in values) + " \\rangle"
         right = rng.random() < 0.55
-        said_values = values[:] if right else values[:-1] + [values[-1] + 1]
+        said_values = values[:] if right else [*values[:-1], values[-1] + 1]
         said = rng.choice(
             [
                 "(" + ", ".join(frac_tex(v) for v in said_values) + ")",
                 "\\langle " + ", ".join(frac_tex(v) for v in said_values) + " \\rangle",
-                "\\begin{pmatrix} " + " \\\\ ".join(frac_tex(v) for v in said_values) + " \\end{pmatrix}",
+                "\\begin{pmatrix} "
+                + " \\\\ ".join(frac_tex(v) for v in said_values)
+                + " \\end{pmatrix}",
             ]
         )
         gold = rng.choice([column, tup, angle])
@@ -430,12 +479,17 @@ def special_sets() -> Iterator[Row]:
             said, gold, right = f"x = {rng.randint(-5, 5)}", rng.choice(empty), False
         else:
             said, gold, right = rng.choice(empty), rng.choice(reals), False
-        text = reply(said) if rng.random() < 0.7 else rng.choice(PREAMBLES) + (
-            "There are no real solutions, so the answer is no solution."
-            if said in empty[2:5]
-            else f"The answer is ${said}$."
+        text = (
+            reply(said)
+            if rng.random() < 0.7
+            else rng.choice(PREAMBLES)
+            + (
+                "There are no real solutions, so the answer is no solution."
+                if said in empty[2:5]
+                else f"The answer is ${said}$."
+            )
         )
-        if "no real solutions, so" in text and not (said in empty):
+        if "no real solutions, so" in text and said not in empty:
             continue
         yield row(text, gold, right, "no_solution_all_reals")
 
@@ -447,8 +501,11 @@ def multiple_answers() -> Iterator[Row]:
         if len(values) < 2:
             continue
         gold = rng.choice(
-            ["\\{" + ", ".join(map(str, values)) + "\\}", ", ".join(map(str, values)),
-             ", ".join(map(str, reversed(values)))]  # fmt: skip
+            [
+                "\\{" + ", ".join(map(str, values)) + "\\}",
+                ", ".join(map(str, values)),
+                ", ".join(map(str, reversed(values))),
+            ]
         )
         right = rng.random() < 0.55
         said_values = values if right else rng.choice([values[:-1], [*values[:-1], values[-1] + 1]])
@@ -531,7 +588,12 @@ def after_think() -> Iterator[Row]:
             "\n</think>\n\n"
         )
         end = rng.choice(
-            [f"The answer is {final}.", f"\\boxed{{{final}}}", f"**Answer:** {final}", f"So we get {final}."]
+            [
+                f"The answer is {final}.",
+                f"\\boxed{{{final}}}",
+                f"**Answer:** {final}",
+                f"So we get {final}.",
+            ]
         )
         yield row(think + end, str(value), right, "after_think")
 
@@ -560,7 +622,11 @@ def large_words() -> Iterator[Row]:
         right = rng.random() < 0.6
         gold = str(value if right else value * 10)
         text = rng.choice(PREAMBLES) + rng.choice(
-            [f"The answer is {said} {word}.", f"The answer is ${said}$ {word}.", f"\\boxed{{{said}\\text{{ {word}}}}}"]
+            [
+                f"The answer is {said} {word}.",
+                f"The answer is ${said}$ {word}.",
+                f"\\boxed{{{said}\\text{{ {word}}}}}",
+            ]
         )
         yield row(text, gold, right, "large_number_words")
 
