@@ -35,9 +35,9 @@ _NOUN_STATEMENT = re.compile(
     (?:answer|choice|option|selection)
     (?:\s{1,3}(?:choice|option|letter))?
     (?:\s{1,3}(?:here|then|therefore|thus|overall))?
-    [*_]{0,3}
+    [*_"']{0,3}
     (?:
-       \s{0,3}(?:[:=→]|[-–—]{1,2}(?!\d))
+       \s{0,3}(?:[:=→]|[-–—]{1,2}(?!\d)|\|(?![\s|:-]*\n))
      | \s{1,3}(?:is|would\s{1,3}be|should\s{1,3}be|must\s{1,3}be|will\s{1,3}be)(?![a-z'’])
      | [*_\#\ \t]{0,6}\n
     )
@@ -86,7 +86,7 @@ _BOX = re.compile(r"\\(?:boxed|fbox)\s{0,2}\{")
 # Wrappers, separators and filler words allowed between a keyword and its letter.
 _LEAD = re.compile(
     r"""
-    [\s*_$`'"(\[{【「<:=~>\-–—→]{1,12}
+    [\s*_$`'"(\[{【「<:=~>|\-–—→]{1,12}
     | \\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|boxed|fbox|bf|it)\s{0,2}\{?
     | (?:therefore|thus|hence|clearly|definitely|certainly|probably|likely|most|indeed|obviously
         |simply|then|so|option|choice|letter|answer|final|correct|the|is|be|would|should|just
@@ -104,9 +104,28 @@ _CONTINUATIONS = frozenset(
 )
 _AMBIGUOUS = re.compile(
     r"\s{0,3}(?:,|/|\||&|\+|、|或|和|及|(?i:and/or|or|and)(?![A-Za-z]))\s{0,3}"
-    r"(?i:(?:option|choice)\s{1,3})?[(\[*$]{0,3}\s{0,2}(?P<letter>[A-Za-z])(?![A-Za-z0-9'’])"
+    r"(?i:(?:option|choice)\s{1,3})?[(\[*$\"']{0,3}\s{0,2}(?P<letter>[A-Za-z])(?![A-Za-z0-9'’])"
 )
 _LABEL = re.compile(r"[(\[]([A-Z])[)\]]")
+# A letter that is an end of a range ("(A)-(D)", "A–J", "A through D") names no answer.
+_RANGE_LINK = r"\s{0,2}(?:[-–—~]|\.\.\.?|…|to|through|thru)\s{0,2}"
+_RANGE_AFTER = re.compile(r"[)\]]?" + _RANGE_LINK + r"[(\[]?[A-Za-z](?![A-Za-z])")
+_RANGE_BEFORE = re.compile(r"(?<![A-Za-z])[A-Za-z][)\]]?" + _RANGE_LINK + r"[(\[]?\Z")
+# Nor does a negated one: "Neither (A) nor (B) is correct", "everything except B", also
+# through a list ("rule out A and B"). The scope ends at a clause boundary.
+_NEGATED = re.compile(
+    r"(?<![a-z])(?:not|neither|nor|never|none|no|except|excluding|exclude|eliminate[ds]?"
+    r"|eliminating|rule[ds]?\s{1,3}out|ruling\s{1,3}out|rather\s{1,3}than|instead\s{1,3}of"
+    r"|other\s{1,3}than|isn't|isnt|aren't|cannot\s{1,3}be|can't\s{1,3}be)"
+    r"(?:\s{1,3}(?:of|the|options?|choices?|answers?|letters?)(?![a-z]))*"
+    r"(?:[\s(\[*$]{1,6}[a-z][)\]*$]{0,2}\s{0,2}(?:,|/|&|and|or|nor)(?![a-z]))*"
+    r"[\s(\[*$]{0,6}\Z"
+)
+_CLAUSE_END = re.compile(r"[.;!?\n:](?=[^.;!?\n:]*\Z)")
+# Words after which a bare capital starts a clause: "So D is correct".
+_CLAUSE_STARTERS = frozenset(
+    "so thus therefore hence but and then only clearly because since yes no instead".split()
+)
 _WORD = re.compile(r"[ \t]{1,3}([A-Za-z]+)")
 
 _LONE = re.compile(r"[(\[【]?\s{0,2}([A-Za-z])\s{0,2}(?:[)\]】.:]{1,2}(?:\s.*)?)?", re.DOTALL)
@@ -165,6 +184,8 @@ def _read_letter(tail: str, letters: frozenset[str]) -> _Found | None:
         return None  # a word, not a letter
     if nxt in ("'", "’", "-") and rest[1:2].isalpha():
         return None  # "I'm", "A-level"
+    if _RANGE_AFTER.match(rest):
+        return None  # "A–D", "(A)-(D)": a range of options, not one
     # "(I)", "**A**": a closing wrapper right after the letter makes it a label, not prose
     wrapped = bool(nxt) and nxt in _CLOSERS and (nxt not in "'\"" or wrapped_open)
     after = rest.lstrip(_CLOSERS)
@@ -331,11 +352,17 @@ def _statement(
         content = _clean_boxed(_boxed_content(text, m.end()))
         found = _read_letter(content, allowed)
         if found is not None:
+            if found.kind == "letter" and _other_boxed_letter(text, at, found.letter, allowed):
+                return _result(_Found("ambiguous"), "boxed")  # `\boxed{B}\boxed{C}`
             return _result(found, "boxed")
         found = _match_option(content, keys, letters) if keys else None
         return _result(found, "option_text") if found is not None else None
     if at > 0 and "a" <= low[at - 1] <= "z":
         return None  # inside a word: "reanswer", "adoption"
+    column = _table_column(text, at) if kind in _NOUNS else None
+    if column is not None:  # the anchor heads a Markdown table column
+        found = _read_letter(column, allowed)
+        return _result(found, "statement") if found is not None else None
     m = _ANCHORS[kind].match(low, at)
     if m is None or (kind in _VERBS and not _FIRST_PERSON.search(low, max(0, at - 12), at)):
         return None
@@ -344,6 +371,70 @@ def _statement(
         return _result(found, "statement")
     found = _match_option(_phrase_after(text, m.end()), keys, letters) if keys else None
     return _result(found, "option_text") if found is not None else None
+
+
+_NOUNS = frozenset(("answer", "option", "choice", "selection"))
+_MAX_BOXES = 16
+_TABLE_RULE = re.compile(r"\s*\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*")
+# A header that names the chosen option (not a column listing the options).
+_ANSWER_HEADER = re.compile(
+    r"[*_\s]*(?:(?:final|correct|your|my|selected|best)\s+)?(?:answer(?:\s+choice)?|choice"
+    r"|selection|selected(?:\s+option)?|correct\s+option)[*_:\s]*"
+)
+
+
+def _other_boxed_letter(text: str, at: int, letter: str, allowed: frozenset[str]) -> bool:
+    """Whether another `\\boxed{}` in the reply names a different option than `letter`."""
+    end = len(text)
+    for _ in range(_MAX_BOXES):
+        other = max(text.rfind("\\boxed", 0, end), text.rfind("\\fbox", 0, end))
+        if other < 0:
+            return False
+        end = other
+        if other == at:
+            continue
+        m = _BOX.match(text, other)
+        if m is None:
+            continue
+        found = _read_letter(_clean_boxed(_boxed_content(text, m.end())), allowed)
+        if found is not None and found.kind == "letter" and found.letter != letter:
+            return True
+    return False
+
+
+def _table_column(text: str, at: int) -> str | None:
+    """The last row's cell under a header cell that holds the anchor at `at`, when the
+    anchor heads a Markdown table column (``| Question | Answer |``, a rule, rows)."""
+    line_start = text.rfind("\n", 0, at) + 1
+    line_end = text.find("\n", at)
+    if line_end < 0 or not text[line_start:at].lstrip().startswith("|"):
+        return None
+    header = text[line_start:line_end]
+    rule_end = text.find("\n", line_end + 1)
+    rule = text[line_end + 1 : rule_end if rule_end >= 0 else len(text)]
+    if not _TABLE_RULE.fullmatch(rule):
+        return None
+    column = header[: at - line_start].count("|") - (1 if header.lstrip().startswith("|") else 0)
+    header_cells = header.strip().strip("|").split("|")
+    if not (0 <= column < len(header_cells)):
+        return None
+    if not _ANSWER_HEADER.fullmatch(header_cells[column].lower()):
+        return None  # `| Option | Verdict |` lists the options: not an answer column
+    last_row = None
+    position = rule_end
+    for _ in range(200):
+        if position < 0:
+            break
+        next_end = text.find("\n", position + 1)
+        line = text[position + 1 : next_end if next_end >= 0 else len(text)]
+        if not line.lstrip().startswith("|"):
+            break
+        last_row = line
+        position = next_end
+    if last_row is None:
+        return None
+    cells = last_row.strip().strip("|").split("|")
+    return cells[column].strip() if 0 <= column < len(cells) else None
 
 
 def _candidates(text: str, low: str, start: int, end: int) -> list[tuple[int, str]]:
@@ -381,13 +472,47 @@ def _verdict(text: str, low: str, at: int, allowed: frozenset[str]) -> _Found | 
     m = _VERDICT_BEFORE.search(low, max(0, at - 48), at)
     if m is None:
         return None
-    letter = text[m.start("letter")]
+    start = m.start("letter")
+    letter = text[start]
+    if _excluded(low, m.start()):
+        return None
     labelled = bool(m.group("noun") or m.group("open") or m.group("close"))
-    # a bare capital needs the noun after it: "Statement I is correct" names no choice
-    if not labelled and not (letter.isupper() and after.group("noun")):
+    # a bare capital needs the noun after it or to open a clause: "Statement I is
+    # correct" names no choice, "Not A; B is correct" and "So D is correct" do
+    if not labelled and not (
+        letter.isupper() and (after.group("noun") or _opens_clause(low, m.start()))
+    ):
         return None
     upper = letter.upper()
     return _Found("letter", upper) if upper in allowed else None
+
+
+def _excluded(low: str, at: int) -> bool:
+    """Whether the letter named at `at` is negated or a range's end, by what precedes it."""
+    before = low[max(0, at - 60) : at]
+    cut = _CLAUSE_END.search(before)
+    clause = before[cut.end() :] if cut else before
+    return bool(_NEGATED.search(clause) or _RANGE_BEFORE.search(before))
+
+
+def _opens_clause(low: str, at: int) -> bool:
+    before = low[max(0, at - 24) : at].rstrip(" \t*_")
+    if not before or before[-1] in ".;:!?\n(,":
+        return True
+    words = before.split()
+    return bool(words) and words[-1] in _CLAUSE_STARTERS
+
+
+_MATH_WRAP = re.compile(
+    r"\\[()\[\]]|\\(?:text|textbf|textrm|textit|mathrm|mathbf|mathit|bf)\s{0,2}\{|[{}]"
+)
+
+
+def _unwrap_math(line: str) -> str:
+    """`$\\text{(D)}$`, `\\(\\mathbf{D}\\)`: a line's letter without its math wrapping."""
+    if "\\" not in line and "{" not in line:
+        return line
+    return _MATH_WRAP.sub("", line)
 
 
 def _lenient(text: str, allowed: frozenset[str]) -> _Found | None:
@@ -404,7 +529,7 @@ def _lenient(text: str, allowed: frozenset[str]) -> _Found | None:
     lines = [line for line in stripped[-2000:].splitlines() if line.strip()]
     head = [line for line in stripped[:2000].splitlines() if line.strip()]
     for line, whole in ((lines[-1], False), (head[0], True)):
-        line = _MARKDOWN_EDGE.sub("", line)[:300]
+        line = _MARKDOWN_EDGE.sub("", _unwrap_math(line[:300]))
         m = _LONE.fullmatch(line)
         if m is None:
             continue
