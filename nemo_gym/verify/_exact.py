@@ -148,7 +148,7 @@ _TEXT = re.compile(
     r"(\s*\^\s*(?:\{\s*-?\d\s*\}|-?\d))?"
 )
 _NUMERIC_TEXT = re.compile(r"[\d.,\s]+")
-_NUMBER_THEN_WORDS = re.compile(r"\s*([-+]?[\d.,]*\d)\s+[A-Za-z][A-Za-z\s.]*")
+_NUMBER_THEN_WORDS = re.compile(r"\s*([-+]?[\d.,]*\d)\s+[A-Za-z][A-Za-z\s./]*")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\degree(?![a-z])")
 _DEGREE_WORDS = re.compile(r"\s*(?:degrees?|deg)\s*$", re.IGNORECASE)
 _ASSIGNMENT = re.compile(r"^([A-Za-z])\s*=\s*(.+)$", re.S)
@@ -729,10 +729,17 @@ def _logarithm(argument: _Poly, base: _Poly | None) -> _Poly:
         return {}
     if ratio is not None and rational == ratio * base_rational:
         return _const(ratio)
-    if base_rational or len(base_vector) != 1:
-        raise _Undecidable  # 1 / (ln 2 + ln 3): not a single term
-    ((p, coefficient),) = base_vector.items()
-    return _pmul(_log_poly(vector, rational), {(1, 0, 0, ((f"{_LOG}{p}", -1),)): 1 / coefficient})
+    if len(base_vector) == 1 and not base_rational:
+        ((p, coefficient),) = base_vector.items()
+        inverse = {(1, 0, 0, ((f"{_LOG}{p}", -1),)): 1 / coefficient}
+    else:
+        # 1 / ln 10 = 1 / (ln 2 + ln 5) is no single term: an atom of its own, ln(10)^-1.
+        # Equal forms stay equal values; forms that differ are told apart numerically.
+        b = _as_rational(base)
+        if b is None or b.denominator != 1 or not 1 < b <= _MAX_FACTORED:
+            raise _Undecidable
+        inverse = {(1, 0, 0, ((f"{_LOG}{b.numerator}", -1),)): Fraction(1)}
+    return _pmul(_log_poly(vector, rational), inverse)
 
 
 _FAILURES = (_Undecidable, ValueError, ZeroDivisionError, OverflowError, RecursionError)

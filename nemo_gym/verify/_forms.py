@@ -53,8 +53,9 @@ _SET_HINT = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class Sequence:
-    """A tuple, interval, set or list: `opener` is "(", "[", "{" (a set), "<" (a vector
-    `\\langle...\\rangle`) or "" (a bare list); `+inf`/`-inf` stand for infinite ends."""
+    """A tuple, interval, set or list: `opener` is "(", "[", "{" (a set), "<" (an ordered
+    tuple that is no interval: a vector `\\langle...\\rangle`, a system's solution
+    `x = 1, y = 2`) or "" (a bare list); `+inf`/`-inf` stand for infinite ends."""
 
     opener: str
     closer: str
@@ -602,6 +603,8 @@ def _is_assignment(text: str) -> bool:
 
 def _atom(text: str, conventions: Conventions, variable: str | None) -> RealSet:
     s = text.strip()
+    if _BUILDER.fullmatch(s):  # `\{x : x > 2\}`
+        return _set_expression(s, conventions)
     if _RELATIONS.search(s) or re.search(r"\\in(?![A-Za-z])", s):
         # `x = 2, 3` and `x = 2, x = 3`: a list of solutions
         parts = _split_top(s)
@@ -681,7 +684,8 @@ def _assignments(text: str, conventions: Conventions) -> Sequence | None:
     names = [name for name, _ in pairs]
     if len(set(names)) != len(names) or any(len(n) != 1 for n in names):
         return None
-    return Sequence("(", ")", tuple(v for _, v in sorted(pairs, key=lambda p: p[0])))
+    # "<": an ordered tuple that is no interval (the solution of a system)
+    return Sequence("<", ">", tuple(v for _, v in sorted(pairs, key=lambda p: p[0])))
 
 
 @lru_cache(maxsize=8192)
@@ -833,6 +837,10 @@ def _compare_forms(gold: Form, prediction: Form) -> bool | None:
         return _same_matrix(prediction, gold)
     if isinstance(gold, RealSet) or isinstance(prediction, RealSet):
         return _compare_with_set(gold, prediction)
+    if {type(gold), type(prediction)} == {Scalar, Sequence}:
+        seq = gold if isinstance(gold, Sequence) else prediction
+        if seq.opener in ("{", ""):  # `x = 1` against `\{0, 1\}`: one value, a set of two
+            return _compare_with_set(gold, prediction)
     if isinstance(gold, Word) and isinstance(prediction, Word):
         if gold.text == prediction.text:
             return True

@@ -81,6 +81,11 @@ def extract_code(text: str, language: str = "python") -> str:
     return text.strip()
 
 
+def _answered(rewards: Rewards, code: str | None) -> Rewards:
+    """`rewards` with the program that was run (None: the reply held no code)."""
+    return rewards.model_copy(update={"metadata": {"extracted_answer": code, **rewards.metadata}})
+
+
 def _number(token: str) -> float | None:
     if _INT.fullmatch(token) or not any(c in token for c in ".eE"):
         return None
@@ -468,16 +473,17 @@ class CodeVerifier:
             raise VerifierError(str(exc), code="bad_tests") from exc
         code = extract_code(response_text(trajectory), self.language)
         if not code.strip():
-            return self._score(suite, [], error="no code in the response")
+            return _answered(self._score(suite, [], error="no code in the response"), None)
         for attempt in (1, 2):
             async with self._get_pool().lease() as sandbox:
                 try:
-                    return await self._run(sandbox, suite, code)
+                    return _answered(await self._run(sandbox, suite, code), code)
                 except SandboxError as exc:
                     # The solution may have killed its sandbox (or the host did): a fresh
                     # sandbox decides which; twice in a row is the solution's doing.
                     if attempt == 2:
-                        return self._score(suite, [], error=f"the sandbox broke: {exc}")
+                        broke = self._score(suite, [], error=f"the sandbox broke: {exc}")
+                        return _answered(broke, code)
                     logger.info("sandbox broke during verification, retrying: %s", exc)
         raise AssertionError("unreachable")
 

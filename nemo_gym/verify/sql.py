@@ -238,7 +238,7 @@ class SQLVerifier:
             return Rewards(
                 reward=0.0,
                 components={"accuracy": 0.0, "executable": 0.0},
-                metadata={"extracted_answer": pred_sql, "error": "empty query"},
+                metadata={"extracted_answer": None, "error": "empty query"},
             )
         # Both queries have their own deadline inside the thread; the outer wait is a
         # backstop for time spent outside the SQLite VM (opening, setup scripts).

@@ -21,6 +21,7 @@ from nemo_gym.verify.math import MathVerifier, exact_number, fast_compare, verif
 from nemo_gym.verify.pool import WorkerPool
 
 CORPUS = Path(__file__).parent / "data" / "math_pairs.jsonl"
+ADVERSARIAL = Path(__file__).parent / "data" / "math_adversarial.jsonl"
 # Known misses, each a math-verify limitation on the slow path (kept visible here).
 KNOWN_MISSES = {
     # math-verify parses a gold without an "i" as real, where sqrt(-1) is undefined.
@@ -36,8 +37,8 @@ def pool():
     p.close()
 
 
-def _rows() -> list[dict]:
-    return [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
+def _rows(path: Path = CORPUS) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def test_the_corpus_is_large_and_labelled() -> None:
@@ -64,6 +65,38 @@ async def test_corpus_agreement(pool: WorkerPool) -> None:
             answer = extract_answer(row["prediction"]).answer
             misses.append((row["gold"], answer))
     assert set(misses) == KNOWN_MISSES, misses
+
+
+ADVERSARIAL_CATEGORIES = {
+    "currency_in_math", "blank_fallback", "inequality_interval", "units_text", "percent",
+    "logarithm", "mixed_number", "repeating_decimal", "scientific", "degrees_radians",
+    "matrix", "vector", "no_solution_all_reals", "multiple_answers", "thousands_locale",
+    "after_think", "unicode", "large_number_words", "hedged_boxes", "control",
+}  # fmt: skip
+
+
+def test_the_adversarial_corpus_is_large_and_covers_every_class() -> None:
+    rows = _rows(ADVERSARIAL)
+    assert len(rows) >= 1000
+    assert {r["category"] for r in rows} == ADVERSARIAL_CATEGORIES
+    for category in ADVERSARIAL_CATEGORIES:  # each class has right and wrong replies
+        assert {r["expected"] for r in rows if r["category"] == category} == {True, False}
+    assert sum(not r["expected"] for r in rows) >= 400  # wrong answers are half the point
+
+
+async def test_adversarial_corpus_agreement(pool: WorkerPool) -> None:
+    rows = _rows(ADVERSARIAL)
+
+    async def judge(row: dict) -> tuple[dict, bool]:
+        result = await verify_math(row["prediction"], row["gold"], pool=pool, timeout=30)
+        return row, result.correct
+
+    misses = [
+        (row["category"], row["gold"], row["prediction"][-80:])
+        for row, correct in await asyncio.gather(*(judge(r) for r in rows))
+        if correct != row["expected"]
+    ]
+    assert misses == []
 
 
 @pytest.mark.parametrize(

@@ -117,7 +117,7 @@ _NEGATED = re.compile(
     r"(?<![a-z])(?:not|neither|nor|never|none|no|except|excluding|exclude|eliminate[ds]?"
     r"|eliminating|rule[ds]?\s{1,3}out|ruling\s{1,3}out|rather\s{1,3}than|instead\s{1,3}of"
     r"|other\s{1,3}than|isn't|isnt|aren't|cannot\s{1,3}be|can't\s{1,3}be)"
-    r"(?:\s{1,3}(?:of|the|options?|choices?|answers?|letters?)(?![a-z]))*"
+    r"(?:\s{1,3}(?:of|the|options?|choices?|answers?|letters?|is|it|be|can|was)(?![a-z]))*"
     r"(?:[\s(\[*$]{1,6}[a-z][)\]*$]{0,2}\s{0,2}(?:,|/|&|and|or|nor)(?![a-z]))*"
     r"[\s(\[*$]{0,6}\Z"
 )
@@ -209,7 +209,7 @@ def _read_letter(tail: str, letters: frozenset[str]) -> _Found | None:
         return _Found("letter", upper) if upper in letters else _Found("invalid", upper)
     # lowercase: only when it cannot be the article "a" or other prose
     ok = wrapped or not after or after[0] in _TERMINATORS
-    ok = ok or (follow in _CONTINUATIONS) or (after[:1] in " \t" and after.strip()[:1] in "(\n")
+    ok = ok or (follow in _CONTINUATIONS) or (after[:1] in " \t" and after.strip()[:1] in "(\n|")
     if ok and upper in letters:
         return _Found("letter", upper)
     return None
