@@ -159,3 +159,15 @@ def test_a_megabyte_costs_milliseconds(unit: str) -> None:
     final_integer(text)
     extract.extract_choice(text)
     assert time.perf_counter() - started < 2.0  # linear scans; generous for loaded CI
+
+
+def test_the_docs_page_runs() -> None:
+    from pathlib import Path
+
+    from nemo_gym.verify.extract import fenced_blocks
+
+    page = Path(__file__).parents[2] / "docs" / "extract.md"
+    blocks = [b.body for b in fenced_blocks(page.read_text()) if b.lang == "python"]
+    assert blocks
+    for body in blocks:
+        exec(compile(body, str(page), "exec"), {})

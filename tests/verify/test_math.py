@@ -364,3 +364,13 @@ def test_the_fast_path_says_equal_only_when_math_verify_does(gold: str, predicti
         assert theirs, (gold, prediction)
     elif theirs:  # "differ" against math-verify's "equal": only for sets read as tuples
         assert "(" in gold, (gold, prediction)
+
+
+def test_the_docs_page_runs() -> None:
+    from nemo_gym.verify.extract import fenced_blocks
+
+    page = Path(__file__).parents[2] / "docs" / "verify-math.md"
+    blocks = [b.body for b in fenced_blocks(page.read_text()) if b.lang == "python"]
+    assert len(blocks) == 2
+    for body in blocks:
+        exec(compile(body, str(page), "exec"), {})
