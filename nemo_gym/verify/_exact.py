@@ -118,8 +118,7 @@ _SPACES = re.compile(
 # Digit grouping: `{,}` before three digits is a thousands separator (else a decimal
 # comma); `1\,234`, `1 234`, `1'234` group thousands (SI, Swiss); `1.234.567` and
 # `1.234,5` (German); `12,34,567` (Indian).
-_BRACE_COMMA_THOUSANDS = re.compile(r"(?<=\d)\{,\}(?=\d{3}(?!\d))")
-_BRACE_COMMA_DECIMAL = re.compile(r"(?<=\d)\{,\}(?=\d)")
+_BRACE_COMMA = re.compile(r"(?<![\d.])(\d+)((?:\{,\}\d+)+)")
 _SPACE_GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?:(?:\\[,;: !]|~|[ '’])\d{3})+(?![\d])")
 _GROUP_SEPARATOR = re.compile(r"\\[,;: !]|~|[ '’]")
 _DOT_GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?![\d.])")
@@ -165,6 +164,16 @@ _LETTER_RUN = re.compile(r"[A-Za-z]{2}")
 _TOKEN = re.compile(
     r"\s*(\d+\.\d*|\.\d+|\d+|\\(?:frac|sqrt|pi|binom|ln|log)(?![A-Za-z])|[a-zA-Z]|[-+*/^!(){}\[\]_])"
 )
+
+
+def _brace_comma(m: re.Match[str]) -> str:
+    """`1{,}234{,}567` groups thousands; `3{,}5` and `0{,}125` have a decimal comma."""
+    head, groups = m.group(1), m.group(2).split("{,}")[1:]
+    if 1 <= len(head) <= 3 and head != "0" and all(len(g) == 3 for g in groups):
+        return head + "".join(groups)
+    if len(groups) == 1:
+        return f"{head}.{groups[0]}"
+    return m.group(0)  # `1{,}2{,}3`: a list, not one number
 
 
 def _mixed(m: re.Match[str]) -> str:
@@ -219,8 +228,7 @@ def _normalise(text: str) -> _Normalised | None:
         return None
     s = strip_delimiters(unicode_to_latex(s))
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    s = _BRACE_COMMA_THOUSANDS.sub("", s)
-    s = _BRACE_COMMA_DECIMAL.sub(".", s)
+    s = _BRACE_COMMA.sub(_brace_comma, s)
     s = _DOT_COMMA.sub(lambda m: m.group(1).replace(".", "") + "." + m.group(2), s)
     s = _DOT_GROUPS.sub(lambda m: m.group(0).replace(".", ""), s)
     s = _SPACE_GROUPS.sub(lambda m: _GROUP_SEPARATOR.sub("", m.group(0)), s)
