@@ -84,6 +84,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "extract":  # the answer-extraction module, `gym.verify.extract`
+        return importlib.import_module("nemo_gym.verify.extract")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'nemo_gym.verify' has no attribute {name!r}")
