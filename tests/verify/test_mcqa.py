@@ -122,6 +122,7 @@ def test_a_clause_after_a_negation_still_answers(letters: str, before: str, data
                 "It is not ({a}). ({b}) is the correct answer.",
                 "We rule out {a}. So {b} is correct.",
                 "Neither {a} nor that. Answer: {b}",
+                "The answer is not ({a}) but ({b}).",
             ]
         )
     )

@@ -121,6 +121,12 @@ _NEGATED = re.compile(
     r"(?:[\s(\[*$]{1,6}[a-z][)\]*$]{0,2}\s{0,2}(?:,|/|&|and|or|nor)(?![a-z]))*"
     r"[\s(\[*$]{0,6}\Z"
 )
+# "The answer is not (A) but (C)": the letter after the correction is the answer.
+_NOT_BUT = re.compile(
+    r"[\s*_]{0,3}(?:(?:definitely|certainly|clearly)\s{1,3})?not\s{1,3}[(\[*$]{0,2}[A-Za-z]"
+    r"[)\]*$]{0,2}\s{0,3}[,;]?\s{0,3}(?:but|rather|instead|it\s{1,3}is|it's|it’s)\s{1,3}",
+    re.IGNORECASE,
+)
 _CLAUSE_END = re.compile(r"[.;!?\n:](?=[^.;!?\n:]*\Z)")
 # Words after which a bare capital starts a clause: "So D is correct".
 _CLAUSE_STARTERS = frozenset(
@@ -366,7 +372,10 @@ def _statement(
     m = _ANCHORS[kind].match(low, at)
     if m is None or (kind in _VERBS and not _FIRST_PERSON.search(low, max(0, at - 12), at)):
         return None
-    found = _read_letter(text[m.end() : m.end() + _TAIL], allowed)
+    tail = text[m.end() : m.end() + _TAIL]
+    found = _read_letter(tail, allowed)
+    if found is None and (correction := _NOT_BUT.match(tail)) is not None:
+        found = _read_letter(tail[correction.end() :], allowed)  # "not (A) but (C)"
     if found is not None:
         return _result(found, "statement")
     found = _match_option(_phrase_after(text, m.end()), keys, letters) if keys else None

@@ -57,8 +57,10 @@ def negated() -> Iterator[Row]:
         letters = option_sets()
         a, b, c = pick(letters, 3)
         pre = rng.choice(REASONING)
-        form = rng.randrange(8)
-        if form == 0:
+        form = rng.randrange(9)
+        if form == 8:
+            yield row("not X but Y", pre + f"The answer is not ({a}) but ({b}).", letters, b)
+        elif form == 0:
             yield row("neither nor", pre + f"Neither ({a}) nor ({b}) is correct.", letters, None)
         elif form == 1:
             yield row(
