@@ -668,11 +668,11 @@ def _checked(value: Fraction) -> Fraction:
     return value
 
 
-_MAX_FACTORED = 10**12  # trial division up to 10**6 factors anything below this
+_MAX_FACTORED = 10**9  # trial division to ~31,623 (milliseconds) factors anything below it
 
 
 def _factor(n: int) -> dict[int, int]:
-    """The prime factorisation of 0 < n <= 10**12."""
+    """The prime factorisation of 0 < n <= 10**9."""
     if n > _MAX_FACTORED:
         raise _Undecidable
     factors: dict[int, int] = {}

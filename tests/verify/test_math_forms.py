@@ -373,3 +373,33 @@ def test_conventions_are_validated() -> None:
         MathVerifier(log="base2")  # type: ignore[arg-type]
     assert "percent='strip'" in repr(MathVerifier()) and "log='natural'" in repr(MathVerifier())
     assert exact_number("6\\%", Conventions(percent="value")).values == (Fraction(3, 50),)  # type: ignore[union-attr]
+
+
+_PIECES = [*"0123456789+-*/^!{}()[]|,.= x", "\\frac", "\\sqrt", "\\pi", "\\infty", "\\le ", "<",
+           ">", "\\ge ", "\\text{ or }", " and ", "\\cup ", "\\in ", "\\mathbb{R}", "\\emptyset",
+           "\\pm ", "\\%", "^\\circ", "\\log_", "\\ln ", "\\overline{", "\\begin{pmatrix}",
+           "\\end{pmatrix}", "&", "\\\\", "\\{", "\\}", "\\langle ", "\\rangle", "\\text{cm}",
+           "million", "e", "y"]  # fmt: skip
+_soup = st.lists(st.sampled_from(_PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_soup, _soup)
+def test_forms_never_raise_and_are_fast(gold: str, prediction: str) -> None:
+    import time
+
+    started = time.perf_counter()
+    a, b = parse_form(gold), parse_form(prediction)
+    if a is not None and b is not None:
+        verdict = compare_forms(a, b)
+        assert verdict in (True, False, None)
+        assert compare_forms(a, a) in (True, None)  # a form never differs from itself
+    assert time.perf_counter() - started < 0.25
+
+
+def test_logarithms_of_large_numbers_are_left_alone_fast() -> None:
+    import time
+
+    started = time.perf_counter()
+    assert parse_form("\\ln 999999999989") is None  # not factored here: math-verify's
+    assert time.perf_counter() - started < 0.05
