@@ -259,8 +259,8 @@ def _scalar(text: str, conventions: Conventions) -> Scalar | None:
             return None  # both readings of a percentage: not one value
         (value,) = number.values
         decimal = number.decimals is not None
-        return Scalar(frozenset({((1, 0, 0, ()), value)} if value else ()), decimal,
-                      number.variable, number.degrees)  # fmt: skip
+        terms = frozenset({((1, 0, 0, ()), value)} if value else ())
+        return Scalar(terms, decimal, number.variable, number.degrees)
     return exact_value(text, conventions)
 
 
@@ -400,11 +400,8 @@ def _set_expression(text: str, conventions: Conventions) -> RealSet:
     s = text.strip()
     pieces = _OR.split(s)
     if len(pieces) > 1:
-        result = EMPTY
-        for piece in pieces:
-            result = _union([*result.intervals, *_set_expression(piece, conventions).intervals],
-                            None)  # fmt: skip
-        return result
+        found = [_set_expression(piece, conventions) for piece in pieces]
+        return _union([iv for part in found for iv in part.intervals], None)
     minus = _SETMINUS.split(s)
     if len(minus) == 2:
         left = _set_expression(minus[0], conventions)
@@ -495,9 +492,13 @@ _ABS = re.compile(
 
 
 def _absolute(
-    m: re.Match[str], parts: list[str], relations: list[str], index: int,
-    conventions: Conventions, name: str,
-) -> RealSet:  # fmt: skip
+    m: re.Match[str],
+    parts: list[str],
+    relations: list[str],
+    index: int,
+    conventions: Conventions,
+    name: str,
+) -> RealSet:
     """`|x - c| < a`, `1 \\le |x| \\le 3`: {y : |y| R a} shifted by c."""
     shift: Scalar | None = None
     if m.group(2):
@@ -527,8 +528,8 @@ def _absolute(
         elif relation in (">", ">="):
             piece = _complement(inside)
         elif relation == "=":
-            piece = _union([Interval(b, True, b, True) for b in (bound, low)], name) if (
-                _compare(bound, low) >= 0) else EMPTY  # fmt: skip
+            points = [Interval(b, True, b, True) for b in (bound, low)]
+            piece = _union(points, name) if _compare(bound, low) >= 0 else EMPTY
         else:
             raise _NotASet
         result = _intersection(result, piece)

@@ -95,11 +95,12 @@ def _answer_span(tail: str) -> str | None:
         # `$x = 2$ or $x = 3$`: the spans that follow in the same sentence belong to it
         contents, end = [content], span.end()
         while len(contents) < 8:
-            gap = _JOIN_GAP.match(tail, end)
-            following = MATH_SPAN.match(tail, gap.end()) if gap else None
-            if following is None or not _CONNECTIVE.search(tail, end, gap.end()):  # type: ignore[union-attr]
+            gap = _JOIN_GAP.match(tail, end)  # the pattern matches "" at worst: never None
+            gap_end = gap.end() if gap else end
+            following = MATH_SPAN.match(tail, gap_end)
+            if following is None or gap_end - end > _MAX_JOIN_GAP:
                 break
-            if gap.end() - end > _MAX_JOIN_GAP:  # type: ignore[union-attr]
+            if not _CONNECTIVE.search(tail, end, gap_end):
                 break
             contents.append(span_content(following))
             end = following.end()
