@@ -221,65 +221,89 @@ class _Normalised:
     degrees: bool
 
 
+_PLAIN = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
+
+
 def _normalise(text: str) -> _Normalised | None:
-    """Strip LaTeX decoration down to an expression for the evaluator, or None."""
+    """Strip LaTeX decoration down to an expression for the evaluator, or None.
+
+    Each rewrite runs only when the characters it needs are there: most answers are a
+    plain number or a short LaTeX form, and this runs on the event loop.
+    """
     s = text.strip()
     if len(s) > _MAX_FAST_LEN:
         return None
     s = strip_delimiters(unicode_to_latex(s))
-    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    s = _BRACE_COMMA.sub(_brace_comma, s)
-    s = _DOT_COMMA.sub(lambda m: m.group(1).replace(".", "") + "." + m.group(2), s)
-    s = _DOT_GROUPS.sub(lambda m: m.group(0).replace(".", ""), s)
+    if _PLAIN.fullmatch(s):
+        return _Normalised(s, False, None, False)
+    if "\\" in s:
+        s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+        s = s.replace("\\cdot", "*").replace("\\times", "*").replace("\\div", "/")
+    if "{,}" in s:
+        s = _BRACE_COMMA.sub(_brace_comma, s)
+    if "." in s:
+        s = _DOT_COMMA.sub(lambda m: m.group(1).replace(".", "") + "." + m.group(2), s)
+        s = _DOT_GROUPS.sub(lambda m: m.group(0).replace(".", ""), s)
     s = _SPACE_GROUPS.sub(lambda m: _GROUP_SEPARATOR.sub("", m.group(0)), s)
-    s = _INDIAN.sub(lambda m: m.group(0).replace(",", ""), s)
-    s = s.replace("\\cdot", "*").replace("\\times", "*").replace("\\div", "/")
+    if "," in s:
+        s = _INDIAN.sub(lambda m: m.group(0).replace(",", ""), s)
     s = _SPACES.sub(" ", s)
-    s = _CURRENCY.sub("", s)
-    s = _MULTIPLIER.sub(lambda m: "*10^{" + _MULTIPLIERS[m.group(1).lower()] + "}", s)
-    s = _REPEATING.sub(_repeating, s)
-    s = _ELLIPSIS.sub(lambda m: m.group(1), s)
-    s = _SCIENTIFIC.sub(lambda m: f"({m.group(1)}*10^{{{m.group(2)}}})", s)
-    s = _MIXED_LATEX.sub(_mixed, s)
-    s = _MIXED_PLAIN.sub(_mixed_plain, s)
+    if "$" in s or not s.isascii() or "\\euro" in s or "\\pounds" in s:
+        s = _CURRENCY.sub("", s)
+    if "illion" in s or "housand" in s:
+        s = _MULTIPLIER.sub(lambda m: "*10^{" + _MULTIPLIERS[m.group(1).lower()] + "}", s)
+    if "\\" in s:
+        s = _REPEATING.sub(_repeating, s)
+    if ".." in s or "dots" in s or "…" in s:
+        s = _ELLIPSIS.sub(lambda m: m.group(1), s)
+    if "e" in s or "E" in s:
+        s = _SCIENTIFIC.sub(lambda m: f"({m.group(1)}*10^{{{m.group(2)}}})", s)
+    if "\\frac" in s:
+        s = _MIXED_LATEX.sub(_mixed, s)
+    if "/" in s:
+        s = _MIXED_PLAIN.sub(_mixed_plain, s)
     percent = False
     s = s.strip()
     for suffix in ("\\%", "%"):
         if s.endswith(suffix):
             percent, s = True, s[: -len(suffix)].strip()
-    s = _TEXT.sub(_text_group, s)
     degrees = False
-    if _DEGREES.search(s):
-        degrees, s = True, _DEGREES.sub("", s)
-    s = s.strip()
-    for suffix in ("\\%", "%"):  # `5\%\text{ interest}`
-        if s.endswith(suffix):
-            percent, s = True, s[: -len(suffix)].strip()
+    if "\\" in s:
+        s = _TEXT.sub(_text_group, s)
+        if _DEGREES.search(s):
+            degrees, s = True, _DEGREES.sub("", s)
+        s = s.strip()
+        for suffix in ("\\%", "%"):  # `5\%\text{ interest}`
+            if s.endswith(suffix):
+                percent, s = True, s[: -len(suffix)].strip()
     variable = None
-    assignment = _ASSIGNMENT.match(s)
-    if assignment:
-        variable, s = assignment.group(1), assignment.group(2).strip()
-    if _PERCENT_WORD.search(s) and re.search(r"\d\s*(?:percent|per\s*cent|pct)", s, re.I):
-        percent, s = True, _PERCENT_WORD.sub("", s)
-    if _DEGREE_WORDS.search(s) and re.search(r"\d\s*deg", s, re.I):
-        degrees, s = True, _DEGREE_WORDS.sub("", s)
-    # Trailing unit words ("12 apples", "5 cm^2", "3 m/s"): a space then letters only. A
-    # single letter after an expression ("3 + 2 x") is a variable, not a unit.
-    unit = _UNIT_WORDS.search(s)
-    if unit:
-        rest = s[: unit.start()].strip()
-        if len(unit.group(1).strip()) > 1 or not _OPERATOR.search(rest):
-            s = rest
-    for suffix in ("\\%", "%"):  # `25 \%` after a stripped unit
-        if s.endswith(suffix):
-            percent, s = True, s[: -len(suffix)].strip()
-    s = _THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), s)
+    if "=" in s:
+        assignment = _ASSIGNMENT.match(s)
+        if assignment:
+            variable, s = assignment.group(1), assignment.group(2).strip()
+    if " " in s or "/" in s:  # trailing words: `25 percent`, `30 degrees`, `12 apples`
+        if _PERCENT_WORD.search(s) and re.search(r"\d\s*(?:percent|per\s*cent|pct)", s, re.I):
+            percent, s = True, _PERCENT_WORD.sub("", s)
+        if _DEGREE_WORDS.search(s) and re.search(r"\d\s*deg", s, re.I):
+            degrees, s = True, _DEGREE_WORDS.sub("", s)
+        # Trailing unit words ("12 apples", "5 cm^2", "3 m/s"): a space then letters
+        # only. A single letter after an expression ("3 + 2 x") is a variable, not a unit.
+        unit = _UNIT_WORDS.search(s)
+        if unit:
+            rest = s[: unit.start()].strip()
+            if len(unit.group(1).strip()) > 1 or not _OPERATOR.search(rest):
+                s = rest
+        for suffix in ("\\%", "%"):  # `25 \%` after a stripped unit
+            if s.endswith(suffix):
+                percent, s = True, s[: -len(suffix)].strip()
+    if "," in s:
+        s = _THOUSANDS.sub(lambda m: m.group(0).replace(",", ""), s)
     if not s or "," in s or "=" in s:
         return None
-    bare = _COMMANDS.sub(" ", s)
+    bare = _COMMANDS.sub(" ", s) if "\\" in s else s
     if "\\" in bare or _LETTER_RUN.search(bare):  # other commands, words: not here
         return None
-    if _DIGITS_APART.search(_SUBSCRIPT.sub("_", s)):  # "1 2": a list, or a grouping
+    if _DIGITS_APART.search(_SUBSCRIPT.sub("_", s) if "_" in s else s):  # "1 2": a list
         return None
     return _Normalised(s, percent, variable, degrees)
 
@@ -769,6 +793,17 @@ def _readings(value: Fraction, percent: bool, policy: PercentPolicy) -> tuple[Fr
 
 
 @lru_cache(maxsize=8192)
+def _parsed(text: str, log: LogPolicy) -> tuple[_Normalised, _Poly] | None:
+    """The normalised text and its exact value (shared by `exact_number` and
+    `exact_value`, which the forms call one after the other on the same text)."""
+    normalised = _normalise(text)
+    if normalised is None:
+        return None
+    poly = _evaluate(normalised.expression, text, log)
+    return None if poly is None else (normalised, poly)
+
+
+@lru_cache(maxsize=8192)
 def exact_number(text: str, conventions: Conventions = DEFAULT) -> Number | None:
     """Parse a simple numeric answer exactly, or return None when it is not one.
 
@@ -777,11 +812,11 @@ def exact_number(text: str, conventions: Conventions = DEFAULT) -> Number | None
     are Numbers (`\\sqrt{16}` is 4); `\\sqrt{2}` or `x+1` give None. A percentage
     is read by `conventions.percent`.
     """
-    normalised = _normalise(text)
-    if normalised is None:
+    parsed = _parsed(text, conventions.log)
+    if parsed is None:
         return None
-    poly = _evaluate(normalised.expression, text, conventions.log)
-    value = None if poly is None else _as_rational(poly)
+    normalised, poly = parsed
+    value = _as_rational(poly)
     if value is None:
         return None
     decimal = _DECIMAL.fullmatch(normalised.expression)
@@ -871,12 +906,10 @@ def scalar(poly: _Poly, *, decimal: bool = False, variable: str | None = None) -
 def exact_value(text: str, conventions: Conventions = DEFAULT) -> Scalar | None:
     """One value beyond the rationals (`2\\sqrt2`, `\\frac{\\pi}{3}`, `\\ln 8`, `x^2-1`),
     or None. Percentages are `exact_number`'s business and give None here."""
-    normalised = _normalise(text)
-    if normalised is None or normalised.percent:
+    parsed = _parsed(text, conventions.log)
+    if parsed is None or parsed[0].percent:
         return None
-    poly = _evaluate(normalised.expression, text, conventions.log)
-    if poly is None:
-        return None
+    normalised, poly = parsed
     decimal = bool(_HAS_DECIMAL.search(normalised.expression))
     return Scalar(frozenset(poly.items()), decimal, normalised.variable, normalised.degrees)
 
