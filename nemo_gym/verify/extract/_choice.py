@@ -315,13 +315,14 @@ def extract_choice_details(
 
     # Explicit statements and \boxed{}: the last one that names something decides.
     # The answer is nearly always near the end: look there first, then at the rest.
+    tables = "|" in text  # a Markdown table can hold the answer (one scan, not per anchor)
     split = max(0, len(text) - _NEAR_END)
     windows = ((split, len(text)), (0, split)) if split else ((0, len(text)),)
     budget = _MAX_STATEMENTS
     for start, end in windows:
         for at, kind in _candidates(text, low, start, end)[:budget]:
             budget -= 1
-            decided = _statement(text, low, at, kind, allowed, letters, keys)
+            decided = _statement(text, low, at, kind, allowed, letters, keys, tables)
             if decided is not None:
                 return decided
 
@@ -346,6 +347,7 @@ def _statement(
     allowed: frozenset[str],
     letters: str,
     keys: list[str] | None,
+    tables: bool,
 ) -> ChoiceExtraction | None:
     """What the candidate statement at `at` decides, or None when it names nothing."""
     if kind == "verdict":
@@ -365,7 +367,7 @@ def _statement(
         return _result(found, "option_text") if found is not None else None
     if at > 0 and "a" <= low[at - 1] <= "z":
         return None  # inside a word: "reanswer", "adoption"
-    column = _table_column(text, at) if kind in _NOUNS else None
+    column = _table_column(text, at) if tables and kind in _NOUNS else None
     if column is not None:  # the anchor heads a Markdown table column
         found = _read_letter(column, allowed)
         return _result(found, "statement") if found is not None else None
