@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from nemo_gym.models.anthropic import Anthropic
     from nemo_gym.models.local import Local
     from nemo_gym.models.openai import OpenAIChat, OpenAICompletions, OpenAIResponses
+    from nemo_gym.models.policy import LivePolicy
     from nemo_gym.models.scripted import ScriptedModel
 
 _LAZY = {
@@ -19,11 +20,13 @@ _LAZY = {
     "OpenAICompletions": "nemo_gym.models.openai",
     "Anthropic": "nemo_gym.models.anthropic",
     "Local": "nemo_gym.models.local",
+    "LivePolicy": "nemo_gym.models.policy",
     "ScriptedModel": "nemo_gym.models.scripted",
 }
 
 __all__ = [
     "Anthropic",
+    "LivePolicy",
     "Local",
     "ModelAdapter",
     "OpenAIChat",
