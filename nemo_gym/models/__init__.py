@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from nemo_gym.models.openai import OpenAIChat, OpenAICompletions, OpenAIResponses
     from nemo_gym.models.policy import LivePolicy
     from nemo_gym.models.scripted import ScriptedModel
+    from nemo_gym.models.vllm import VLLM
 
 _LAZY = {
     "OpenAIChat": "nemo_gym.models.openai",
@@ -22,9 +23,11 @@ _LAZY = {
     "Local": "nemo_gym.models.local",
     "LivePolicy": "nemo_gym.models.policy",
     "ScriptedModel": "nemo_gym.models.scripted",
+    "VLLM": "nemo_gym.models.vllm",
 }
 
 __all__ = [
+    "VLLM",
     "Anthropic",
     "LivePolicy",
     "Local",

