@@ -225,3 +225,14 @@ async def test_adapter_works_across_event_loops(hf) -> None:
     first, second = await asyncio.to_thread(one_step), await asyncio.to_thread(one_step)
     assert first == second and time.perf_counter() - started < 120
     await adapter.aclose()
+
+
+def test_the_docs_example_runs() -> None:
+    import re
+    from pathlib import Path
+
+    page = Path(__file__).parents[2] / "docs" / "live-policy.md"
+    (block,) = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)[:1]
+    namespace: dict = {}
+    exec(block, namespace)
+    assert namespace["traces"] and namespace["policy"].stats.requests == 4

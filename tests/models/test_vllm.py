@@ -233,3 +233,45 @@ async def test_a_handed_engine_is_not_shut_down(owned: VLLM) -> None:
     assert after.completion_token_ids == reply.completion_token_ids
     with pytest.raises(ModelError, match="closed"):
         await handed.generate(ask("Hi."))
+
+
+@pytest.mark.vllm
+async def test_a_handed_offline_llm_batches_requests(checkpoint: str) -> None:
+    # TRL's colocate mode holds a synchronous vllm.LLM; VLLM drives it from a worker.
+    vllm = pytest.importorskip("vllm", reason=NEEDS_VLLM)
+    llm = vllm.LLM(
+        model=checkpoint,
+        dtype="float32",
+        max_model_len=1024,
+        enforce_eager=True,
+        logprobs_mode="processed_logprobs",
+    )
+    try:
+        policy = VLLM(engine=llm, batch_window_s=0.05)
+        assert not policy.owns_engine
+        greedy = Sampling(temperature=0.0, max_tokens=6)
+        replies = await asyncio.gather(
+            *(policy.generate(ask(f"Count to {i}.", greedy)) for i in range(3))
+        )
+        assert all(
+            r.completion_token_ids and len(r.completion_logprobs) == len(r.completion_token_ids)
+            for r in replies
+        )
+        follow = await policy.generate(
+            ModelRequest(
+                messages=(Message.user("Count to 0."), replies[0].message, Message.user("More.")),
+                sampling=greedy,
+            )
+        )
+        assert follow.metadata["history"] == "continued"
+        exact = replies[0].prompt_token_ids + replies[0].completion_token_ids
+        assert follow.prompt_token_ids[: len(exact)] == exact
+        await policy.aclose()
+        again = llm.generate(
+            [vllm.TokensPrompt(prompt_token_ids=replies[1].prompt_token_ids)],
+            vllm.SamplingParams(temperature=0.0, max_tokens=6),
+            use_tqdm=False,
+        )
+        assert list(again[0].outputs[0].token_ids) == replies[1].completion_token_ids
+    finally:
+        llm.llm_engine.engine_core.shutdown()
