@@ -8,6 +8,7 @@ The engine process is spawned (never forked); pytest's own `__main__` is guarded
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib.util
 import json
 
@@ -68,6 +69,7 @@ def owned(checkpoint: str):
     asyncio.run(model.start())
     yield model
     asyncio.run(model.aclose())
+    gc.collect()  # collect the engine now: vLLM's __del__ fails at interpreter exit
 
 
 @pytest.mark.vllm
