@@ -228,7 +228,8 @@ class Local(LivePolicy):
         return await asyncio.to_thread(self.load)
 
     def close(self) -> None:
-        """Stop the worker thread and drop the model it loaded. Idempotent."""
+        """Stop the worker thread and drop the model it loaded. Idempotent; the next
+        request loads the model again."""
         super().close()
         with self._load_lock:
             self._model = self._tokenizer = self._template = self._continuations = None
@@ -240,8 +241,6 @@ class Local(LivePolicy):
         with self._load_lock:
             if self._model is not None:
                 return
-            if self._closed:
-                raise ModelError("Local was closed", code="closed")
             self._load()
 
     def _on_worker_start(self) -> None:

@@ -279,7 +279,6 @@ class LivePolicy(ModelAdapter):
         self._worker: threading.Thread | None = None
         # The event loop takes this one, and must never wait behind a slow model load.
         self._worker_lock = threading.Lock()
-        self._closed = False
 
     # -- public surface --------------------------------------------------------------
 
@@ -354,14 +353,17 @@ class LivePolicy(ModelAdapter):
     def close(self) -> None:
         """Stop the worker thread; requests still queued fail with `ModelError`. Idempotent.
 
-        The model and tokenizer are the caller's and stay as they are.
+        The model and tokenizer are the caller's and stay as they are. The adapter stays
+        usable: the next request starts a worker thread again.
         """
-        self._closed = True
-        worker = self._worker
-        if worker is not None and worker.is_alive() and worker is not threading.current_thread():
-            self._queue.put(_CLOSE)
-            worker.join()
-        self._fail_queued(ModelError(f"{type(self).__name__} was closed", code="closed"))
+        with self._worker_lock:
+            worker, self._worker = self._worker, None
+            if worker is not None and worker.is_alive():
+                if worker is threading.current_thread():
+                    raise RuntimeError("close() called from the worker thread")
+                self._queue.put(_CLOSE)
+                worker.join()
+            self._fail_queued(ModelError(f"{type(self).__name__} was closed", code="closed"))
 
     async def aclose(self) -> None:
         """`close()` without blocking the event loop. Idempotent."""
@@ -384,8 +386,6 @@ class LivePolicy(ModelAdapter):
 
     def _submit(self, requests: Sequence[ModelRequest]) -> list[asyncio.Future[ModelResponse]]:
         kind = type(self).__name__
-        if self._closed:
-            raise ModelError(f"{kind} was closed", code="closed")
         loop = asyncio.get_running_loop()
         pendings: list[_Pending] = []
         for request in requests:
@@ -403,9 +403,11 @@ class LivePolicy(ModelAdapter):
             except ConfigError as exc:
                 raise ModelError(str(exc), code="bad_request") from exc
             pendings.append(_Pending(request, sampling, loop, loop.create_future()))
-        self._ensure_worker()
-        for pending in pendings:
-            self._queue.put(pending)
+        # Under the worker lock, so a concurrent close() cannot strand these requests.
+        with self._worker_lock:
+            self._ensure_worker()
+            for pending in pendings:
+                self._queue.put(pending)
         return [p.future for p in pendings]
 
     # -- the model --------------------------------------------------------------------
@@ -443,12 +445,12 @@ class LivePolicy(ModelAdapter):
     # -- the worker -------------------------------------------------------------------
 
     def _ensure_worker(self) -> None:
-        with self._worker_lock:
-            if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(
-                    target=self._work, name=f"nemo_gym.{self!r}", daemon=True
-                )
-                self._worker.start()
+        # The caller holds _worker_lock.
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(
+                target=self._work, name=f"nemo_gym.{self!r}", daemon=True
+            )
+            self._worker.start()
 
     def _on_worker_start(self) -> None:
         """Per-thread setup in the worker (`Local` sets torch's thread count here)."""

@@ -146,7 +146,6 @@ class VLLM(ModelAdapter):
         # A handed offline LLM: a worker thread batching requests.
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
-        self._closed = False
 
     # -- public surface --------------------------------------------------------------
 
@@ -164,8 +163,6 @@ class VLLM(ModelAdapter):
 
     async def start(self) -> VLLM:
         """Start the engine (if we build it) and read its tokenizer. Idempotent."""
-        if self._closed:
-            raise ModelError("VLLM was closed", code="closed")
         if self.owns_engine:
             await asyncio.wrap_future(self._start_owned())
         elif self._template is None:
@@ -189,11 +186,9 @@ class VLLM(ModelAdapter):
     async def aclose(self) -> None:
         """Stop what this adapter started: the engine it built, its threads. Idempotent.
 
-        A handed engine is left running.
+        A handed engine is left running. The adapter stays usable: the next request
+        starts what it needs again (an engine VLLM builds: a new one).
         """
-        if self._closed:
-            return
-        self._closed = True
         await asyncio.to_thread(self._shutdown)
 
     async def __aenter__(self) -> VLLM:
@@ -212,8 +207,6 @@ class VLLM(ModelAdapter):
         return response
 
     async def _call(self, request: ModelRequest, n: int) -> list[ModelResponse]:
-        if self._closed:
-            raise ModelError("VLLM was closed", code="closed")
         if request.model is not None and request.model != self.name:
             raise ModelError(
                 f"VLLM serves {self.name!r} and cannot switch to {request.model!r} per request",
@@ -385,7 +378,8 @@ class VLLM(ModelAdapter):
             return self._started
 
     def _engine_thread(self) -> None:
-        assert self._started is not None
+        started = self._started
+        assert started is not None
         loop = asyncio.new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)
@@ -401,10 +395,10 @@ class VLLM(ModelAdapter):
                     code="load_failed",
                 )
                 error.__cause__ = exc
-            self._started.set_exception(error)
+            started.set_exception(error)
             loop.close()
             return
-        self._started.set_result(None)
+        started.set_result(None)
         try:
             loop.run_forever()
         finally:
@@ -453,7 +447,13 @@ class VLLM(ModelAdapter):
         return await asyncio.wrap_future(future)
 
     def _shutdown(self) -> None:
-        worker = self._worker
+        with self._start_lock:
+            self._stop_worker()
+            if self.owns_engine:
+                self._stop_engine()
+
+    def _stop_worker(self) -> None:
+        worker, self._worker = self._worker, None
         if worker is not None and worker.is_alive():
             self._queue.put(None)
             worker.join()
@@ -464,16 +464,22 @@ class VLLM(ModelAdapter):
                 break
             if item is not None:
                 _resolve(item[1], item[2], None, ModelError("VLLM was closed", code="closed"))
-        if not self.owns_engine:
-            return
-        started, loop = self._started, self._loop
-        if started is None or loop is None:
+
+    def _stop_engine(self) -> None:
+        started = self._started
+        if started is None:
             return
         try:
-            started.result()
+            started.result()  # an engine still starting is stopped once it is up
         except Exception:
+            failed = True  # it never started; its thread has ended
+        else:
+            failed = False
+        loop, thread, engine = self._loop, self._thread, self._engine
+        self._started = self._loop = self._thread = self._engine = None
+        self._template = self._continuations = None
+        if failed or loop is None:
             return
-        engine = self._engine
 
         async def stop() -> None:
             engine.shutdown()
@@ -481,9 +487,8 @@ class VLLM(ModelAdapter):
         if loop.is_running():
             asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=120)
             loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(timeout=120)
-        self._engine = None
+        if thread is not None:
+            thread.join(timeout=120)
 
     # -- a handed offline LLM ---------------------------------------------------------
 

@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 
 import tool_rollouts  # noqa: E402
 
-from nemo_gym.errors import ConfigError, ModelError  # noqa: E402
+from nemo_gym.errors import ConfigError  # noqa: E402
 from nemo_gym.models import LivePolicy  # noqa: E402
 from nemo_gym.models.local import converted_checkpoint, embedded_gguf_path  # noqa: E402
 from nemo_gym.records import Message, ModelRequest, Sampling  # noqa: E402
@@ -196,15 +196,19 @@ async def test_an_update_racing_a_generation_is_flagged(policy: LivePolicy, hf) 
     assert policy.stats.weights_changed == 1
 
 
-async def test_close_keeps_the_callers_model_and_refuses_new_requests(hf) -> None:
+async def test_close_keeps_the_callers_model_and_the_adapter_usable(hf) -> None:
     model, tokenizer = hf
     adapter = LivePolicy(model, tokenizer)
-    await adapter.generate(ask("Hi.", Sampling(temperature=0.0, max_tokens=2)))
+    greedy = Sampling(temperature=0.0, max_tokens=2)
+    first = await adapter.generate(ask("Hi.", greedy))
+    worker = adapter._worker
     await adapter.aclose()
     await adapter.aclose()  # idempotent
+    assert worker is not None and not worker.is_alive()  # the thread it started is gone
     assert adapter.model is model and next(model.parameters()).numel() > 0
-    with pytest.raises(ModelError, match="closed"):
-        await adapter.generate(ask("Hi."))
+    again = await adapter.generate(ask("Hi.", greedy))  # the next use starts a new one
+    assert again.completion_token_ids == first.completion_token_ids
+    await adapter.aclose()
 
 
 def test_bad_construction_is_named() -> None:
