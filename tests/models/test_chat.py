@@ -268,3 +268,35 @@ def test_a_template_that_rewrites_history_is_retokenized_not_spliced(tokenizer) 
     cache.remember(opening, reply, first.ids, completion, ended_on_stop_token=False)
     later = cache.prompt(ModelRequest(messages=(*opening.messages, reply, Message.user("Bye"))))
     assert later.history == "retokenized"
+
+
+# Text a byte-level BPE tokenizer round-trips exactly (no special-token look-alikes).
+chat_text = st.text(
+    alphabet=st.characters(whitelist_categories=("L", "N", "P", "Zs"), whitelist_characters="\n"),
+    max_size=40,
+).filter(lambda s: "<|" not in s)
+
+
+@settings(max_examples=60, deadline=None)
+@given(user=chat_text, reply=chat_text, follow=chat_text, ended=st.booleans())
+def test_a_continued_prompt_decodes_to_the_full_rendering(
+    tokenizer, user: str, reply: str, follow: str, ended: bool
+) -> None:
+    """Whatever the texts, and whether the reply ended on EOS or ran out of tokens, the
+    continued ids are the generated ids plus the rest of the template's rendering."""
+    from nemo_gym.models.tokens import Continuations
+
+    template = ChatTemplate(tokenizer)
+    cache = Continuations(template)
+    opening = ModelRequest(messages=(Message.user(user),))
+    first = cache.prompt(opening)
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    completion = template.encode(reply) + ([eos] if ended else [])
+    message = Message.assistant(reply)
+    cache.remember(opening, message, first.ids, completion, ended_on_stop_token=ended)
+    history = (*opening.messages, message, Message.user(follow))
+    second = cache.prompt(ModelRequest(messages=history))
+    assert second.history == "continued"
+    exact = [*first.ids, *completion]
+    assert second.ids[: len(exact)] == exact
+    assert template.decode(second.ids) == template.render(history, (), generation_prompt=True)
