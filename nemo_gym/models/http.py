@@ -587,8 +587,21 @@ class HTTPAdapter(ModelAdapter):
         self.stream = bool(stream)
         self.timeouts = as_timeouts(timeout)
         name = type(self).__name__
-        if client is not None and (base_url is not None or api_key is not None):
+        if (
+            client is not None
+            and is_sdk_client(client, self.sdk_name)
+            and (base_url is not None or api_key is not None)
+        ):
+            # An SDK client carries its own endpoint and credentials; an aiohttp session
+            # does not, so it goes with base_url=/api_key=.
             raise ConfigError(f"{name}: pass either client= or base_url=/api_key=, not both")
+        if client is not None and not is_sdk_client(client, self.sdk_name):
+            aiohttp = require("aiohttp", "http")
+            if not isinstance(client, aiohttp.ClientSession):
+                raise ConfigError(
+                    f"{name}: client= must be a {self.sdk_name} SDK client or an "
+                    f"aiohttp.ClientSession, got {type(client).__name__}"
+                )
         resolved_url = base_url or os.environ.get(self.env_base_url) or None
         if transport is None:
             if client is not None:

@@ -5,7 +5,7 @@ request with what `handler(request)` returns (sync or async):
 
 | reply | what the client sees |
 |---|---|
-| `Reply(status, body, headers)` | a response with Content-Length (a non-bytes body is sent as JSON) |
+| `Reply(status, body, headers)` | a response with Content-Length (a non-bytes body: JSON) |
 | `StreamReply(events)` | a chunked `text/event-stream` response, one chunk per event |
 | `Reset()` | the connection closed with no response (after `sent` bytes, if any) |
 | `Truncated(body, cut)` | headers promising `len(body)` bytes, then `cut` of them, then close |
@@ -28,7 +28,7 @@ import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from nemo_gym.wire.common import dumps, loads
 
@@ -115,7 +115,7 @@ class RawReply:
     data: bytes
 
 
-AnyReply = Union[Reply, StreamReply, Reset, Truncated, Hang, RawReply]
+AnyReply = Reply | StreamReply | Reset | Truncated | Hang | RawReply
 Handler = Callable[[HTTPRequest], AnyReply | Awaitable[AnyReply]]
 
 
@@ -154,7 +154,7 @@ class _Connection(asyncio.Protocol):
             if end < 0:
                 return
             head = self.buffer[:end].decode("latin-1").split("\r\n")
-            method, path, _ = (head[0].split(" ", 2) + ["", ""])[:3]
+            method, path, _ = [*head[0].split(" ", 2), "", ""][:3]
             headers: dict[str, str] = {}
             for line in head[1:]:
                 name, _, value = line.partition(":")

@@ -51,7 +51,7 @@ def as_stream(path: str, reply: Reply) -> Reply | StreamReply:
             return reply
     except (WireError, ValueError):
         return reply
-    return StreamReply(events, headers=dict(reply.headers))
+    return StreamReply(events, headers=dict(reply.headers), delay_s=reply.delay_s)
 
 
 Make = Callable[..., Awaitable[dict[str, Any]]]
