@@ -133,12 +133,24 @@ def test_chat_reply_round_trips_whole_and_streamed(reply: ModelResponse) -> None
 
 
 def test_chat_stream_fragments_join_and_missing_done_is_an_error() -> None:
+    def fragment(delta: dict[str, Any], **choice: Any) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": delta, **choice}]}
+
     chunks = [
-        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
-        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "get_", "arguments": '{"ci'}}]}}]},
-        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"name": "weather", "arguments": 'ty": 1}'}}]}, "token_ids": [5, 6]}]},
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls", "token_ids": [7]}]},
-    ]  # fmt: skip
+        fragment({"role": "assistant", "content": ""}),
+        fragment(
+            {
+                "tool_calls": [
+                    {"index": 0, "id": "c1", "function": {"name": "get_", "arguments": '{"ci'}}
+                ]
+            }
+        ),
+        fragment(
+            {"tool_calls": [{"index": 0, "function": {"name": "weather", "arguments": 'ty": 1}'}}]},
+            token_ids=[5, 6],
+        ),
+        fragment({}, finish_reason="tool_calls", token_ids=[7]),
+    ]
     stream = openai_chat.ChatStream()
     for chunk in chunks:
         stream.feed(chunk)

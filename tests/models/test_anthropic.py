@@ -282,8 +282,12 @@ def test_constructor_errors() -> None:
     with pytest.raises(ConfigError, match="thinking_budget"):
         Anthropic("claude-test", base_url=BASE_URL, thinking_budget=0)
     with pytest.raises(ConfigError, match="not both"):
-        Anthropic("claude-test", client=anthropic.AsyncAnthropic(api_key="x", base_url=BASE_URL), api_key="k")
-    with pytest.raises(ConfigError, match="aiohttp.ClientSession, got object"):
+        Anthropic(
+            "claude-test",
+            client=anthropic.AsyncAnthropic(api_key="x", base_url=BASE_URL),
+            api_key="k",
+        )
+    with pytest.raises(ConfigError, match=r"aiohttp\.ClientSession, got object"):
         Anthropic("claude-test", client=object())
 
 

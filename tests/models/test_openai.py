@@ -493,8 +493,10 @@ def test_constructor_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="max_concurrency"):
         OpenAIChat("m", base_url=BASE_URL, max_concurrency=0)
     with pytest.raises(ConfigError, match="not both"):
-        OpenAIChat("m", client=openai.AsyncOpenAI(api_key="x", base_url=BASE_URL), base_url=BASE_URL)
-    with pytest.raises(ConfigError, match="aiohttp.ClientSession, got object"):
+        OpenAIChat(
+            "m", client=openai.AsyncOpenAI(api_key="x", base_url=BASE_URL), base_url=BASE_URL
+        )
+    with pytest.raises(ConfigError, match=r"aiohttp\.ClientSession, got object"):
         OpenAIChat("m", client=object())
 
 
