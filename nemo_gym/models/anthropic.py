@@ -2,9 +2,10 @@
 
 The wire format (system prompt, tool_use / tool_result blocks, what is dropped) is
 `nemo_gym.wire.anthropic`; the transports are those of `nemo_gym.models.http`. None
-(the default transport) picks "fast" (aiohttp) when a base URL is known (`base_url=` or
-ANTHROPIC_BASE_URL) or an `aiohttp.ClientSession` is passed, and "sdk" (the `anthropic`
-SDK) for api.anthropic.com or an SDK client passed as `client=` (Bedrock, Vertex, ...).
+(the default transport) picks "fast" when a base URL is known (`base_url=` or
+ANTHROPIC_BASE_URL) and no HTTP(S)_PROXY applies to it, and "sdk" (the `anthropic` SDK)
+otherwise: api.anthropic.com, a proxy, or an SDK client passed as `client=` (Bedrock,
+Vertex, ...).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ class Anthropic(HTTPAdapter):
             credential sources).
         base_url: the server, without `/v1`; None: ANTHROPIC_BASE_URL, else
             api.anthropic.com.
-        client: a ready `anthropic.AsyncAnthropic` (or Bedrock / Vertex client; sdk
-            transport) or `aiohttp.ClientSession` (fast); never closed by the adapter.
+        client: a ready `anthropic.AsyncAnthropic` (or Bedrock / Vertex client) to send
+            through (the sdk transport); never closed by the adapter.
         max_tokens: used when the request sets none (the API requires a value).
         thinking_budget: enables extended thinking with this many budget tokens.
         transport, timeout, max_connections, headers, stream, max_concurrency, retry,

@@ -3,10 +3,10 @@
 An `HTTPAdapter` builds a JSON body with its wire module (`nemo_gym.wire`), sends it
 through a transport and parses the reply with the same module. Two transports:
 
-- `FastTransport` ("fast"): aiohttp with keep-alive connections in a bounded pool and
-  orjson, one session per event loop. It costs ~5x less CPU per call than the SDKs'
-  httpx2 stack, and that cost does not grow with the number of calls in flight (see
-  docs/models-http.md for the figures that chose it).
+- `FastTransport` ("fast"): our lean HTTP/1.1 client (`nemo_gym.models.h1`: asyncio,
+  the httptools parser, a bounded keep-alive pool) and orjson, one client per event
+  loop. Its CPU per call is a fraction of aiohttp's and httpx2's, and does not grow with
+  the number of calls in flight (docs/models-http.md has the figures that chose it).
 - `SDKTransport` ("sdk"): the vendor SDK's client (`openai.AsyncOpenAI`,
   `anthropic.AsyncAnthropic`, or one the caller passes: Azure, Bedrock, Vertex, ...),
   called through its generic `post`, so its authentication, headers and endpoint quirks
@@ -18,10 +18,10 @@ read into `retry_after_s`), `timeout`, `connection_error`, and `bad_response`
 (retryable) for a body that is not valid JSON, is cut short, or is not the expected
 shape.
 
-Sessions and SDK clients are made lazily inside the running event loop, one per loop,
+Connection pools and SDK clients are made lazily inside the running event loop, one per loop,
 and closed when that loop shuts down (`asyncio.run` closes them through an async
 generator's finalizer), or by `aclose()`; an adapter stays usable after `aclose()`.
-A client or session the caller passed in is never closed by the adapter.
+An SDK client the caller passed in (`client=`) is never closed by the adapter.
 """
 
 from __future__ import annotations
@@ -244,7 +244,12 @@ class Transport(Protocol):
 
 
 class FastTransport:
-    """aiohttp + orjson: keep-alive, a bounded pool, connect/read/total timeouts."""
+    """Our HTTP/1.1 client (`nemo_gym.models.h1`) + orjson: keep-alive, a bounded pool.
+
+    One `h1.Client` per event loop. Requests go straight to the server: HTTP(S)_PROXY
+    is not used (an adapter left to choose its transport takes the SDK's where a proxy
+    applies; see `proxy_for`).
+    """
 
     name: TransportName = "fast"
 
@@ -255,134 +260,114 @@ class FastTransport:
         headers: dict[str, str],
         timeouts: Timeouts,
         max_connections: int | None = None,
-        session: Any = None,
     ) -> None:
-        self._aiohttp = require("aiohttp", "http")
+        require("httptools", "http")
+        from nemo_gym.models import h1
+
+        self._h1 = h1
         self.base_url = base_url.rstrip("/")
-        self.headers = {"Content-Type": "application/json", **headers}
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "User-Agent": "nemo-gym",
+            **headers,
+        }
         self.timeouts = timeouts
         self.max_connections = max_connections or default_max_connections()
-        self._timeout = self._aiohttp.ClientTimeout(
-            total=timeouts.total, sock_connect=timeouts.connect, sock_read=timeouts.read_s
-        )
-        self._given = session
-        self._sessions: LoopLocal[Any] = LoopLocal(self._new_session, self._close_session)
-        # Parsed once per endpoint: URL parsing is a measurable part of a call's cost.
-        self._urls: dict[tuple[str | None, str], Any] = {}
+        self._clients: LoopLocal[Any] = LoopLocal(self._new_client, self._close_client)
+        self._urls: dict[tuple[str | None, str], str] = {}
 
-    def _new_session(self) -> Any:
-        aiohttp = self._aiohttp
-        connector = aiohttp.TCPConnector(
-            limit=self.max_connections,
-            limit_per_host=0,
-            keepalive_timeout=KEEPALIVE_S,
-            ttl_dns_cache=300,
-        )
-        return aiohttp.ClientSession(
-            connector=connector,
-            timeout=self._timeout,
+    def _new_client(self) -> Any:
+        return self._h1.Client(
             headers=self.headers,
-            # Proxies from the environment, as the SDKs' httpx does; NO_PROXY is honoured.
-            trust_env=True,
+            connect_s=self.timeouts.connect,
+            read_s=self.timeouts.read_s,
+            total_s=self.timeouts.total,
+            max_connections=self.max_connections,
+            keepalive_s=KEEPALIVE_S,
         )
 
     @staticmethod
-    async def _close_session(session: Any) -> None:
-        await session.close()
+    async def _close_client(client: Any) -> None:
+        await client.aclose()
 
-    async def _session(self) -> Any:
-        if self._given is not None:
-            return self._given
-        return await self._sessions.get()
-
-    def _url(self, base_url: str | None, path: str) -> Any:
+    def _url(self, base_url: str | None, path: str) -> str:
         key = (base_url, path)
         url = self._urls.get(key)
         if url is None:
-            import yarl
-
-            url = yarl.URL((base_url or self.base_url).rstrip("/") + path)
+            url = (base_url or self.base_url).rstrip("/") + path
             if len(self._urls) < 1024:
                 self._urls[key] = url
         return url
 
-    def _headers(self) -> dict[str, str] | None:
-        # A caller's session has its own defaults; ours carry the headers already.
-        return self.headers if self._given is not None else None
+    async def _post(self, url: str, body: dict[str, Any], on_chunk: Any = None) -> Any:
+        client = await self._clients.get()
+        try:
+            reply = await client.post(url, dumps(body), on_chunk=on_chunk)
+        except (self._h1.H1Error, OSError) as exc:
+            raise self._error(exc, url) from exc
+        if reply.status >= 400:
+            raise status_error(
+                reply.status,
+                _error_text(reply.body, None),
+                retry_after=header_retry_after(reply.headers),
+            )
+        return reply
 
     async def post_json(self, base_url: str | None, path: str, body: dict[str, Any]) -> Any:
-        session = await self._session()
         url = self._url(base_url, path)
+        reply = await self._post(url, body)
         try:
-            async with session.post(url, data=dumps(body), headers=self._headers()) as reply:
-                data = await reply.read()
-                if reply.status >= 400:
-                    raise status_error(
-                        reply.status,
-                        _error_text(data, reply.reason),
-                        retry_after=header_retry_after(reply.headers),
-                    )
-        except ModelError:
-            raise
-        except Exception as exc:
-            raise self._error(exc, url) from exc
-        try:
-            return loads(data)
+            return loads(reply.body)
         except WireError as exc:
-            raise bad_response(str(exc), str(url)) from None
+            raise bad_response(str(exc), url) from None
 
     async def post_stream(
         self, base_url: str | None, path: str, body: dict[str, Any], feed: Feed
     ) -> None:
-        session = await self._session()
         url = self._url(base_url, path)
-        try:
-            async with session.post(url, data=dumps(body), headers=self._headers()) as reply:
-                if reply.status >= 400:
-                    data = await reply.read()
-                    raise status_error(
-                        reply.status,
-                        _error_text(data, reply.reason),
-                        retry_after=header_retry_after(reply.headers),
-                    )
-                decoder = SSEDecoder()
-                async for chunk in reply.content.iter_any():
-                    for event, data in decoder.feed(chunk):
-                        if feed(event, data):
-                            return
-                for event, data in decoder.close():
-                    if feed(event, data):
-                        return
-        except (ModelError, WireError):
-            raise
-        except Exception as exc:
-            raise self._error(exc, url) from exc
+        decoder = SSEDecoder()
 
-    def _error(self, exc: BaseException, url: Any) -> BaseException:
-        aiohttp = self._aiohttp
-        if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-            return ModelError(
-                f"request to {url} timed out ({type(exc).__name__}: {exc or 'no reply in time'})",
-                retryable=True,
-                code="timeout",
-            )
-        if isinstance(exc, aiohttp.ClientPayloadError):
-            return bad_response(f"body cut short ({exc})", str(url))
-        if isinstance(exc, aiohttp.ClientResponseError):
-            return bad_response(f"malformed HTTP reply ({exc.message})", str(url))
-        if isinstance(exc, aiohttp.ClientError | OSError):
-            return ModelError(
-                f"connection error to {url}: {type(exc).__name__}: {exc}",
-                retryable=True,
-                code="connection_error",
-            )
-        return exc
+        def on_chunk(chunk: bytes) -> None:
+            for event, data in decoder.feed(chunk):
+                feed(event, data)
+
+        await self._post(url, body, on_chunk)
+        for event, data in decoder.close():
+            feed(event, data)
+
+    def _error(self, exc: BaseException, url: str) -> BaseException:
+        h1 = self._h1
+        if isinstance(exc, h1.Timeout):
+            return ModelError(f"request to {url} timed out: {exc}", retryable=True, code="timeout")
+        if isinstance(exc, h1.TruncatedBody | h1.ProtocolError):
+            return bad_response(str(exc), url)
+        if isinstance(exc, WireError):
+            return exc
+        return ModelError(
+            f"connection error to {url}: {exc}", retryable=True, code="connection_error"
+        )
 
     async def aclose(self) -> None:
-        await self._sessions.aclose()
+        await self._clients.aclose()
 
     def describe(self) -> str:
         return self.base_url
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy HTTP(S)_PROXY / NO_PROXY give for `url` (as httpx reads them), or None."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or not parts.hostname:
+        return None
+    if urllib.request.proxy_bypass(parts.hostname if parts.port is None else parts.netloc):
+        return None
+    return proxy
 
 
 # The SDKs (Stainless-generated, openai and anthropic alike) hand back the unread
@@ -587,38 +572,32 @@ class HTTPAdapter(ModelAdapter):
         self.stream = bool(stream)
         self.timeouts = as_timeouts(timeout)
         name = type(self).__name__
-        if (
-            client is not None
-            and is_sdk_client(client, self.sdk_name)
-            and (base_url is not None or api_key is not None)
-        ):
-            # An SDK client carries its own endpoint and credentials; an aiohttp session
-            # does not, so it goes with base_url=/api_key=.
-            raise ConfigError(f"{name}: pass either client= or base_url=/api_key=, not both")
-        if client is not None and not is_sdk_client(client, self.sdk_name):
-            aiohttp = require("aiohttp", "http")
-            if not isinstance(client, aiohttp.ClientSession):
+        if client is not None:
+            if not is_sdk_client(client, self.sdk_name):
                 raise ConfigError(
-                    f"{name}: client= must be a {self.sdk_name} SDK client or an "
-                    f"aiohttp.ClientSession, got {type(client).__name__}"
+                    f"{name}: client= must be a {self.sdk_name} SDK client, "
+                    f"got {type(client).__name__}"
                 )
+            if base_url is not None or api_key is not None:
+                raise ConfigError(f"{name}: pass either client= or base_url=/api_key=, not both")
+            if transport == "fast":
+                raise ConfigError(
+                    f"{name}(transport='fast'): client= is an SDK client, which only the "
+                    "'sdk' transport uses; pass base_url= instead"
+                )
+            transport = "sdk"
         resolved_url = base_url or os.environ.get(self.env_base_url) or None
         if transport is None:
-            if client is not None:
-                transport = "sdk" if is_sdk_client(client, self.sdk_name) else "fast"
-            else:
-                transport = "fast" if resolved_url else "sdk"
+            # The fast path for a server of one's own; the SDK for the vendor's API, and
+            # where a proxy applies (the fast transport connects directly).
+            fast = resolved_url is not None and proxy_for(resolved_url) is None
+            transport = "fast" if fast else "sdk"
         key = api_key or os.environ.get(self.env_api_key) or None
         extra_headers = dict(headers or {})
         self._transport: Transport
         if transport == "sdk":
             sdk = require(self.sdk_name, self.sdk_name)
             if client is not None:
-                if not is_sdk_client(client, self.sdk_name):
-                    raise ConfigError(
-                        f"{name}(transport='sdk'): client= must be a {self.sdk_name} SDK client, "
-                        f"got {type(client).__name__}"
-                    )
                 self._transport = SDKTransport(sdk=sdk, timeouts=self.timeouts, client=client)
             else:
                 key = self.check_key(key, resolved_url, "sdk")
@@ -628,18 +607,12 @@ class HTTPAdapter(ModelAdapter):
 
                 self._transport = SDKTransport(sdk=sdk, timeouts=self.timeouts, make_client=make)
         else:
-            if client is not None and is_sdk_client(client, self.sdk_name):
-                raise ConfigError(
-                    f"{name}(transport='fast'): client= is a {self.sdk_name} SDK client; "
-                    "pass an aiohttp.ClientSession, or transport='sdk'"
-                )
             key = self.check_key(key, resolved_url, "fast")
             self._transport = FastTransport(
                 base_url=resolved_url or self.default_base_url,
                 headers={**self.auth_headers(key), **extra_headers},
                 timeouts=self.timeouts,
                 max_connections=max_connections,
-                session=client,
             )
 
     # ---- per-vendor hooks
@@ -671,7 +644,7 @@ class HTTPAdapter(ModelAdapter):
 
     @property
     def transport(self) -> TransportName:
-        """Which transport this adapter sends through: "fast" (aiohttp) or "sdk"."""
+        """Which transport this adapter sends through: "fast" (`h1`) or "sdk"."""
         return self._transport.name
 
     @property

@@ -2,13 +2,13 @@
 
 They work against api.openai.com and against OpenAI-compatible servers (vLLM, SGLang,
 TRT-LLM, ...); where vLLM returns exact token ids and logprobs, the response carries
-them. The wire formats live in `nemo_gym.wire`; the transports (aiohttp "fast", or the
+them. The wire formats live in `nemo_gym.wire`; the transports ("fast", or the
 `openai` SDK) in `nemo_gym.models.http`. `ModelAdapter.generate` does the retrying (on
 retryable errors only) and caps concurrency; the SDK's own retries are off.
 
 Transport (`transport=`): None picks "fast" when a base URL is known (`base_url=` or
-OPENAI_BASE_URL) or an `aiohttp.ClientSession` is passed, and "sdk" for api.openai.com
-or an `openai.AsyncOpenAI` passed as `client=`.
+OPENAI_BASE_URL) and no HTTP(S)_PROXY applies to it, and "sdk" otherwise (api.openai.com,
+a proxy, or an `openai.AsyncOpenAI` passed as `client=`).
 """
 
 from __future__ import annotations
@@ -76,9 +76,10 @@ class OpenAIChat(_OpenAIAdapter):
         base_url: the server, e.g. "http://127.0.0.1:8000/v1"; None: OPENAI_BASE_URL, else
             api.openai.com.
         api_key: None reads OPENAI_API_KEY; with a base URL and no key, "EMPTY".
-        client: a ready `openai.AsyncOpenAI` (sdk transport) or `aiohttp.ClientSession`
-            (fast transport) to use instead; never closed by the adapter.
-        transport: "fast" (aiohttp), "sdk" (the openai SDK) or None (see the module doc).
+        client: a ready `openai.AsyncOpenAI` (or `AsyncAzureOpenAI`, ...) to send through
+            (the sdk transport); never closed by the adapter.
+        transport: "fast" (our HTTP/1.1 client), "sdk" (the openai SDK) or None (see the
+            module doc).
         timeout: seconds for the whole call, or `Timeouts(total=, connect=, read=)`.
         max_connections: the fast transport's connection pool bound (None: 4,096, or
             half the open-file limit where lower).

@@ -1,6 +1,6 @@
 """The HTTP transports against a real loopback server: failures, Retry-After, sessions.
 
-Every test that takes `client_for` runs with the fast (aiohttp) and the SDK transport,
+Every test that takes `client_for` runs with the fast (nemo_gym.models.h1) and the SDK transport,
 streaming off and on (see conftest.py). Failures are what real servers and networks
 do: resets, bodies cut short, garbage, 429/503 with Retry-After, servers that hang.
 """
@@ -16,11 +16,10 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("aiohttp")
+pytest.importorskip("httptools")
 pytest.importorskip("openai")
 pytest.importorskip("anthropic")
 
-import aiohttp
 
 from nemo_gym.errors import ModelError
 from nemo_gym.models import Anthropic, OpenAIChat, OpenAICompletions, OpenAIResponses
@@ -294,18 +293,6 @@ async def test_aclose_is_idempotent_and_the_adapter_stays_usable() -> None:
             await model.aclose()
             assert (await model.generate(ask())).message.content == "4"
             await model.aclose()
-
-
-async def test_a_callers_aiohttp_session_is_used_and_never_closed() -> None:
-    server = Script(chat_ok())
-    async with LoopbackHTTPServer(server) as http, aiohttp.ClientSession() as session:
-        model = OpenAIChat("m", base_url=http.url + "/v1", client=session)
-        assert model.transport == "fast"
-        assert (await model.generate(ask())).message.content == "4"
-        await model.aclose()
-        assert not session.closed
-        assert (await model.generate(ask())).message.content == "4"
-        assert server.requests[0].headers["authorization"] == "Bearer EMPTY"
 
 
 def test_the_default_pool_fits_the_open_file_limit() -> None:

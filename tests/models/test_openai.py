@@ -2,7 +2,7 @@
 
 The fake server (`FakeServer`) records the JSON body each adapter sent and answers with
 canned bodies shaped like vLLM's and OpenAI's replies; `client_for` (tests/models/
-conftest.py) serves it on 127.0.0.1 and runs each test with the fast (aiohttp) and the
+conftest.py) serves it on 127.0.0.1 and runs each test with the fast (nemo_gym.models.h1) and the
 SDK transport, with streaming off and on.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 openai = pytest.importorskip("openai")
 httpx2 = pytest.importorskip("httpx2")
-pytest.importorskip("aiohttp")
+pytest.importorskip("httptools")
 
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -496,7 +496,7 @@ def test_constructor_errors(monkeypatch: pytest.MonkeyPatch) -> None:
         OpenAIChat(
             "m", client=openai.AsyncOpenAI(api_key="x", base_url=BASE_URL), base_url=BASE_URL
         )
-    with pytest.raises(ConfigError, match=r"aiohttp\.ClientSession, got object"):
+    with pytest.raises(ConfigError, match="SDK client, got object"):
         OpenAIChat("m", client=object())
 
 
