@@ -608,6 +608,14 @@ class HTTPAdapter(ModelAdapter):
                 self._transport = SDKTransport(sdk=sdk, timeouts=self.timeouts, make_client=make)
         else:
             key = self.check_key(key, resolved_url, "fast")
+            target = resolved_url or self.default_base_url
+            if proxy_for(target) is not None:
+                log.warning(
+                    "%s: a proxy is configured for %s, but the fast transport connects "
+                    "directly; use transport='sdk' to go through the proxy",
+                    name,
+                    target,
+                )
             self._transport = FastTransport(
                 base_url=resolved_url or self.default_base_url,
                 headers={**self.auth_headers(key), **extra_headers},

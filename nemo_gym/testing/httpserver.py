@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import ssl as ssl_module
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -245,10 +246,18 @@ class _Connection(asyncio.Protocol):
 class LoopbackHTTPServer:
     """An HTTP/1.1 server on 127.0.0.1 answering from `handler`. See the module docstring."""
 
-    def __init__(self, handler: Handler, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        ssl: ssl_module.SSLContext | None = None,
+    ) -> None:
         if not (host.startswith("127.") or host in ("localhost", "::1")):
             raise ValueError(f"LoopbackHTTPServer serves loopback addresses only, not {host!r}")
         self.handler = handler
+        self.ssl = ssl
         self.host = host
         self.port = port
         self.requests: list[HTTPRequest] = []
@@ -258,15 +267,15 @@ class LoopbackHTTPServer:
 
     @property
     def url(self) -> str:
-        """`http://127.0.0.1:PORT` (no trailing slash)."""
+        """`http://127.0.0.1:PORT` (https with `ssl=`; no trailing slash)."""
         if self._server is None:
             raise RuntimeError("the server is not started")
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.ssl else 'http'}://{self.host}:{self.port}"
 
     async def start(self) -> LoopbackHTTPServer:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), self.host, self.port, backlog=4096
+            lambda: _Connection(self), self.host, self.port, backlog=4096, ssl=self.ssl
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self
