@@ -3,6 +3,7 @@
     python bench/http.py                      # the full table (several minutes)
     python bench/http.py --quick              # fewer rollouts per case
     python bench/http.py --in-flight 64 1024  # some concurrency levels only
+    python bench/http.py --paths fast --gc-threshold 50000,20,100   # a trainer's gc setting
 
 Single-turn multiple-choice rollouts (`gym.rollouts`, MultipleChoiceVerifier) against
 a fake OpenAI-compatible server that this script starts in a child process on
@@ -216,6 +217,15 @@ def _print(row: Row) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     _raise_fd_limit()
+    if args.gc_threshold:
+        # The trainer's choice, not the library's: fewer collections of the objects that
+        # thousands of rollouts in flight keep alive (see docs/models-http.md).
+        gc.set_threshold(*args.gc_threshold)
+    print(
+        f"python {sys.version.split()[0]}, gc thresholds {gc.get_threshold()}, "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+        flush=True,
+    )
     servers = {0.0: Server(0.0), 0.05: Server(0.05)}
     rows: list[Row] = []
     try:
@@ -240,6 +250,7 @@ async def main(args: argparse.Namespace) -> None:
     finally:
         for server in servers.values():
             server.stop()
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     _verdict(rows)
 
 
@@ -292,6 +303,12 @@ if __name__ == "__main__":
         type=int,
         default=1024,
         help="skip the SDK above this (its pool scan makes 4,096 take minutes)",
+    )
+    parser.add_argument(
+        "--gc-threshold",
+        type=lambda text: tuple(int(x) for x in text.split(",")),
+        default=None,
+        help="gc.set_threshold for this process, e.g. 50000,20,100 (what a trainer may set)",
     )
     parser.add_argument("--quick", action="store_true", help="--n 2000")
     args = parser.parse_args()

@@ -9,6 +9,7 @@ from nemo_gym.models.base import ModelAdapter, RetryPolicy
 
 if TYPE_CHECKING:
     from nemo_gym.models.anthropic import Anthropic
+    from nemo_gym.models.http import Timeouts
     from nemo_gym.models.local import Local
     from nemo_gym.models.openai import OpenAIChat, OpenAICompletions, OpenAIResponses
     from nemo_gym.models.scripted import ScriptedModel
@@ -20,6 +21,7 @@ _LAZY = {
     "Anthropic": "nemo_gym.models.anthropic",
     "Local": "nemo_gym.models.local",
     "ScriptedModel": "nemo_gym.models.scripted",
+    "Timeouts": "nemo_gym.models.http",
 }
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "OpenAIResponses",
     "RetryPolicy",
     "ScriptedModel",
+    "Timeouts",
 ]
 
 
