@@ -153,9 +153,9 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        if self.future is None:
-            # Nothing asked: a server talking on an idle connection (a 408 before it
-            # closes it, say). The connection's state is unknown now; drop it.
+        if self.future is None or self.future.done():
+            # Nothing asked, or the answer is complete: a server talking on an idle
+            # connection (a 408 before it closes it, say). Its state is unknown; drop it.
             self.close()
             return
         self.got_bytes = True
@@ -457,18 +457,19 @@ class Client:
             pool = self._pools[key] = _Pool(self, endpoint)
         data = endpoint.head + b"%d\r\n\r\n" % len(body) + body
         deadline = pool.loop.time() + self.total_s
-        for attempt in (1, 2):
+        retried = False
+        while True:
             connection = await pool.acquire(deadline)
             try:
                 return await connection.request(
                     data, deadline=deadline, read_s=self.read_s, on_chunk=on_chunk
                 )
             except ConnectionLost as exc:
-                if attempt == 2 or not exc.reused:
+                if retried or not exc.reused:
                     raise
+                retried = True
             finally:
                 pool.release(connection)
-        raise AssertionError("unreachable")  # pragma: no cover
 
     async def aclose(self) -> None:
         """Close every connection; later calls raise `ConnectError`."""

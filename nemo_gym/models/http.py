@@ -30,7 +30,6 @@ import asyncio
 import logging
 import math
 import os
-import resource
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -96,8 +95,10 @@ def as_timeouts(value: float | Timeouts | None) -> Timeouts:
 def default_max_connections() -> int:
     """4,096, or half the process's open-file limit where that is lower (one fd each)."""
     try:
+        import resource
+
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    except (OSError, ValueError):  # pragma: no cover - no such limit on this platform
+    except (ImportError, OSError, ValueError):  # pragma: no cover - no such limit here
         return 4096
     if soft == resource.RLIM_INFINITY:
         return 4096

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("httptools")
 
@@ -241,3 +243,43 @@ def test_a_proxy_sends_the_automatic_choice_to_the_sdk(
     assert OpenAIChat("m", base_url="http://localhost:8000/v1").transport == "fast"
     assert OpenAIChat("m", base_url="http://10.0.0.5:8000/v1", transport="fast").transport == "fast"
     assert "connects directly" in caplog.text
+
+
+_garbage = st.one_of(
+    st.binary(max_size=200),
+    st.builds(
+        lambda status, extra, body: head(status, *extra) + body,
+        st.integers(100, 599),
+        st.lists(
+            st.sampled_from(
+                [
+                    "Content-Length: 5",
+                    "Content-Length: x",
+                    "Transfer-Encoding: chunked",
+                    "Content-Encoding: gzip",
+                    "Connection: close",
+                ]
+            ),
+            max_size=3,
+        ),
+        st.binary(max_size=60),
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_garbage)
+def test_any_bytes_from_the_server_end_in_a_response_or_an_h1_error(raw: bytes) -> None:
+    async def main() -> None:
+        async with LoopbackHTTPServer(lambda request: RawReply(raw)) as server:
+            http = client(total_s=2.0)
+            try:
+                reply = await http.post(server.url + "/x", b"{}")
+            except h1.H1Error:
+                pass
+            else:
+                assert 200 <= reply.status <= 599
+            finally:
+                await http.aclose()
+
+    asyncio.run(main())

@@ -295,6 +295,17 @@ async def test_aclose_is_idempotent_and_the_adapter_stays_usable() -> None:
             await model.aclose()
 
 
+def test_the_clis_openai_models_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nemo_gym.cli.main import parse_model
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    for kind in ("openai", "openai-responses", "openai-completions"):
+        model = parse_model(f"{kind}:policy", base_url="http://127.0.0.1:8000/v1", api_key=None)
+        assert model.transport == "fast"  # type: ignore[attr-defined]
+    anthropic = parse_model("anthropic:claude", base_url="http://127.0.0.1:8001", api_key=None)
+    assert anthropic.transport == "fast"  # type: ignore[attr-defined]
+
+
 def test_the_default_pool_fits_the_open_file_limit() -> None:
     import resource
 
