@@ -5,8 +5,9 @@ through a transport and parses the reply with the same module. Two transports:
 
 - `FastTransport` ("fast"): our lean HTTP/1.1 client (`nemo_gym.models.h1`: asyncio,
   the httptools parser, a bounded keep-alive pool) and orjson, one client per event
-  loop. Its CPU per call is a fraction of aiohttp's and httpx2's, and does not grow with
-  the number of calls in flight (docs/models-http.md has the figures that chose it).
+  loop. Its CPU per call is a fraction of aiohttp's and httpx2's, and it keeps so few
+  objects alive per call that its cost barely grows with the number of calls in flight
+  (docs/models-http.md has the figures that chose it).
 - `SDKTransport` ("sdk"): the vendor SDK's client (`openai.AsyncOpenAI`,
   `anthropic.AsyncAnthropic`, or one the caller passes: Azure, Bedrock, Vertex, ...),
   called through its generic `post`, so its authentication, headers and endpoint quirks
@@ -135,14 +136,14 @@ def header_retry_after(headers: Any) -> float | None:
     return retry_after_s(headers.get("retry-after"))
 
 
-def _error_text(data: bytes, reason: str | None) -> str:
+def _error_text(data: bytes) -> str:
     try:
         message = error_message(loads(data)) if data else None
     except WireError:
         message = None
     if message is None:
         text = data[:500].decode("utf-8", errors="replace").strip()
-        message = text or reason or "no detail"
+        message = text or "no detail"
     return message
 
 
@@ -310,7 +311,7 @@ class FastTransport:
         if reply.status >= 400:
             raise status_error(
                 reply.status,
-                _error_text(reply.body, None),
+                _error_text(reply.body),
                 retry_after=header_retry_after(reply.headers),
             )
         return reply
@@ -388,6 +389,7 @@ class SDKTransport:
         timeouts: Timeouts,
         make_client: Callable[[], Any] | None = None,
         client: Any = None,
+        base_url: str | None = None,
     ) -> None:
         if (make_client is None) == (client is None):
             raise ValueError("SDKTransport needs exactly one of make_client and client")
@@ -396,6 +398,7 @@ class SDKTransport:
         self.timeouts = timeouts
         self._http_timeout = self._httpx.Timeout(timeouts.read_s, connect=timeouts.connect)
         self._given = client
+        self._base_url = base_url
         self._clients: LoopLocal[Any] | None = (
             LoopLocal(make_client, self._close_client) if make_client is not None else None
         )
@@ -506,8 +509,9 @@ class SDKTransport:
             await self._clients.aclose()
 
     def describe(self) -> str:
-        client = self.client
-        return str(client.base_url) if client is not None else "(sdk default)"
+        if self._given is not None:
+            return str(self._given.base_url)
+        return self._base_url or "(the SDK's default)"
 
 
 # --------------------------------------------------------------------------- the adapter base
@@ -606,7 +610,12 @@ class HTTPAdapter(ModelAdapter):
                 def make() -> Any:
                     return self.make_sdk_client(sdk, base_url, key, extra_headers)
 
-                self._transport = SDKTransport(sdk=sdk, timeouts=self.timeouts, make_client=make)
+                self._transport = SDKTransport(
+                    sdk=sdk,
+                    timeouts=self.timeouts,
+                    make_client=make,
+                    base_url=resolved_url or self.default_base_url,
+                )
         else:
             key = self.check_key(key, resolved_url, "fast")
             target = resolved_url or self.default_base_url
