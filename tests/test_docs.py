@@ -25,11 +25,3 @@ async def test_environments_page_example_runs() -> None:
     (rollout,) = [r async for r in gym.rollouts(env, ScriptedModel([call, "It is in France."]))]
     assert rollout.ok and rollout.reward == 1.0
     assert rollout.trajectory.tool_results[0].output == "France"
-
-
-def test_models_http_page_loopback_example_runs() -> None:
-    import pytest
-
-    pytest.importorskip("httptools")
-    (block,) = [b for b in python_blocks("models-http.md") if "LoopbackHTTPServer" in b]
-    exec(block, {})

@@ -360,3 +360,13 @@ def test_two_event_loops_one_adapter_and_a_clean_exit(
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
     assert result.stderr == ""
+
+
+def test_the_models_http_page_loopback_example_runs() -> None:
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "models-http.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    (block,) = [b for b in blocks if "LoopbackHTTPServer" in b]
+    exec(block, {})
