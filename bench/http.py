@@ -22,7 +22,9 @@ Columns: client CPU ms per rollout (this process: the trainer's cost), server CP
 per rollout (the fake server's process), rollouts/s (wall clock, after a warm-up wave
 that opens the connections), and for the 50 ms server the share of the ideal, where
 ideal = min(in_flight / 50 ms, 1 / client CPU per rollout): what the server's latency
-allows, capped by what one core can drive at the measured CPU cost.
+allows, capped by what one core can drive at the measured CPU cost; "core used" is
+rollouts/s x client CPU per rollout, the share of one core this process had (near 1.0:
+CPU-bound; well below on a busy machine: other processes had the CPU).
 
 Targets (issue 14): fast <= 0.25 ms CPU per rollout at 64 in flight; >= 3,000
 rollouts/s against the instant server; with 50 ms latency >= 90% of ideal at 1,024
@@ -34,10 +36,18 @@ from __future__ import annotations
 import os
 import sys
 
-# This file is named like the stdlib's `http` package, which aiohttp imports; keep its
-# folder off the import path so `import http` finds the stdlib.
+# This file is named like the stdlib's `http` package (which urllib, httpx2 and the SDKs
+# import), and a script's folder leads sys.path: keep bench/ off the path so that
+# `import http` finds the stdlib, here and in the other scripts of bench/.
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+if __name__ == "http":
+    # A sibling script (bench/overhead.py, ...) imported the stdlib's `http` and found
+    # this file first: hand it the real package. (The definitions below are unused then.)
+    import importlib
+
+    del sys.modules["http"]
+    sys.modules["http"] = importlib.import_module("http")
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
@@ -208,9 +218,12 @@ def _print(row: Row) -> None:
     if row.path == "core":
         latency = "-"
     share = f"{row.rate / _ideal(row):6.0%}" if row.delay_s else "     -"
+    # The share of one core this process used: near 1.0 it was CPU-bound; well below
+    # with a fast server, other processes had the CPU (or it waited on latency).
+    core = row.rate * row.client_ms / 1e3
     print(
         f"{row.path:5s} {latency:>8s} {row.in_flight:6d} {row.n:7d} "
-        f"{row.client_ms:10.3f} {row.server_ms:10.3f} {row.rate:10.0f} {share}",
+        f"{row.client_ms:10.3f} {row.server_ms:10.3f} {row.rate:10.0f} {share}   {core:4.2f}",
         flush=True,
     )
 
@@ -230,7 +243,8 @@ async def main(args: argparse.Namespace) -> None:
     rows: list[Row] = []
     try:
         print(
-            "path   server  in-flight rollouts  client ms  server ms  rollouts/s  of ideal",
+            "path   server  in-flight rollouts  client ms  server ms  rollouts/s  of ideal"
+            "  core used",
             flush=True,
         )
         core = await case("core", None, 64, args.n)

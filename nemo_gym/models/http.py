@@ -538,6 +538,8 @@ class HTTPAdapter(ModelAdapter):
     `auth_headers(api_key)` and `make_sdk_client(...)`.
     """
 
+    # Never recorded in a run's model spec: credentials, and a live client object.
+    spec_exclude: ClassVar[frozenset[str]] = frozenset({"api_key", "headers", "client"})
     sdk_name: ClassVar[str]
     path: ClassVar[str]
     env_base_url: ClassVar[str]
