@@ -4,6 +4,7 @@
     python bench/http.py --quick              # fewer rollouts per case
     python bench/http.py --in-flight 64 1024  # some concurrency levels only
     python bench/http.py --paths fast --gc-threshold 50000,20,100   # a trainer's gc setting
+    python bench/http.py --clients h1 httpx2 aiohttp sdk   # bare POSTs per client library
 
 Single-turn multiple-choice rollouts (`gym.rollouts`, MultipleChoiceVerifier) against
 a fake OpenAI-compatible server that this script starts in a child process on
@@ -268,6 +269,108 @@ async def main(args: argparse.Namespace) -> None:
     _verdict(rows)
 
 
+# --------------------------------------------------------------------------- --clients
+
+
+async def _bare_clients(server: Server, in_flight: int, n: int, names: list[str]) -> None:
+    """CPU µs per bare POST + JSON decode, and objects kept alive per request in flight."""
+    import json
+
+    payload = {"model": "policy", "messages": [{"role": "user", "content": "2+2?"}]}
+    url = server.url + "/chat/completions"
+
+    def make(name: str):  # type: ignore[no-untyped-def]
+        if name == "h1":
+            from nemo_gym.models import h1
+
+            client = h1.Client(
+                headers={"Content-Type": "application/json"},
+                connect_s=30,
+                read_s=600,
+                total_s=600,
+                max_connections=8192,
+                keepalive_s=4,
+            )
+
+            async def one() -> None:
+                json.loads((await client.post(url, json.dumps(payload).encode())).body)
+
+            return one, client.aclose
+        if name == "httpx2":
+            import httpx2
+
+            limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
+            client = httpx2.AsyncClient(limits=limits, timeout=600)
+
+            async def one() -> None:
+                (await client.post(url, content=json.dumps(payload).encode())).json()
+
+            return one, client.aclose
+        if name == "aiohttp":
+            import aiohttp
+
+            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+            async def one() -> None:
+                async with session.post(url, data=json.dumps(payload).encode()) as reply:
+                    json.loads(await reply.read())
+
+            return one, session.close
+        if name == "sdk":
+            import openai
+
+            client = openai.AsyncOpenAI(api_key="x", base_url=server.url, max_retries=0)
+
+            async def one() -> None:
+                await client.chat.completions.create(**payload)  # type: ignore[arg-type]
+
+            return one, client.close
+        raise ValueError(name)
+
+    for name in names:
+        try:
+            one, close = make(name)
+        except ImportError:
+            print(f"  {name:8s} not installed")
+            continue
+        left = [in_flight]
+
+        async def worker(left: list[int] = left, one=one) -> None:  # type: ignore[no-untyped-def]
+            while left[0] > 0:
+                left[0] -= 1
+                await one()
+
+        await asyncio.gather(*(worker() for _ in range(in_flight)))  # open the connections
+        gc.collect()
+        base = len(gc.get_objects())
+        left[0] = n
+        workers = [asyncio.ensure_future(worker()) for _ in range(in_flight)]
+        await asyncio.sleep(server.delay_s / 2 if server.delay_s else 0)
+        alive = (len(gc.get_objects()) - base) / in_flight if server.delay_s else float("nan")
+        started = time.process_time()
+        await asyncio.gather(*workers)
+        cpu = time.process_time() - started
+        await close()
+        print(
+            f"  {name:8s} {in_flight:5d} in flight, {server.delay_s * 1e3:3.0f} ms server: "
+            f"{cpu / n * 1e6:7.1f} µs CPU / request"
+            + (f", {alive:5.1f} objects alive / request in flight" if server.delay_s else ""),
+            flush=True,
+        )
+
+
+async def clients_main(args: argparse.Namespace) -> None:
+    _raise_fd_limit()
+    print(f"bare POST + JSON decode, per client library (load {os.getloadavg()[0]:.1f})")
+    for delay, in_flight in ((0.0, 64), (0.05, 1024), (0.05, 4096)):
+        server = Server(delay)
+        try:
+            names = [c for c in args.clients if not (c in ("sdk", "httpx2") and in_flight > 1024)]
+            await _bare_clients(server, in_flight, max(args.n, 3 * in_flight), names)
+        finally:
+            server.stop()
+
+
 def _verdict(rows: list[Row]) -> None:
     def find(path: str, delay: float, in_flight: int) -> Row | None:
         for row in rows:
@@ -324,6 +427,14 @@ if __name__ == "__main__":
         default=None,
         help="gc.set_threshold for this process, e.g. 50000,20,100 (what a trainer may set)",
     )
+    parser.add_argument(
+        "--clients",
+        nargs="+",
+        default=None,
+        metavar="CLIENT",
+        help="instead: bare POSTs per HTTP client library (h1 httpx2 aiohttp sdk), the "
+        "figures that chose the fast transport",
+    )
     parser.add_argument("--quick", action="store_true", help="--n 2000")
     args = parser.parse_args()
     if args.serve is not None:
@@ -331,4 +442,4 @@ if __name__ == "__main__":
     else:
         if args.quick:
             args.n = 2000
-        asyncio.run(main(args))
+        asyncio.run(clients_main(args) if args.clients else main(args))
