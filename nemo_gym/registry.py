@@ -21,6 +21,7 @@ built-in classes remember the keyword arguments they were constructed with
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -455,6 +456,8 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     spec = _known_spec(value)
     if spec is not None:
         return {"$spec": spec.model_dump(mode="json")}
