@@ -85,7 +85,9 @@ class Episode(Protocol):
     """The per-rollout resources of one task: tools, state, an optional sandbox.
 
     An async context manager: everything it started is released on exit, also on error
-    and cancellation. `final_state()` is what a stateful verifier checks.
+    and cancellation. `final_state()` is what a stateful verifier checks. An episode may
+    also have `opening`, a sequence of `Message`s the built-in harnesses show the model
+    after the task's own (a reset observation, which exists only once the episode does).
     """
 
     tools: Sequence[Tool]

@@ -202,7 +202,12 @@ _DEFAULT_SAMPLING = Sampling()
 
 
 class ModelRequest(_Value):
-    """What a harness asks of a model. `model`/`base_url` override the adapter's own."""
+    """What a harness asks of a model. `model`/`base_url` override the adapter's own.
+
+    `agent` names the agent of a multi-agent harness that makes the call (its
+    conversation: `"critic"`, `"worker/2"`); adapters never send it. Each agent's calls
+    continue its own conversation, so `Trajectory.token_trace(agent=...)` joins them.
+    """
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
@@ -210,6 +215,7 @@ class ModelRequest(_Value):
     sampling: Sampling = Field(default_factory=lambda: _DEFAULT_SAMPLING)
     model: str | None = None
     base_url: str | None = None
+    agent: str | None = None
 
 
 class Usage(_Value):
@@ -368,42 +374,80 @@ class Trajectory(_Record):
     def step_rewards(self) -> list[float]:
         return [o.reward for o in self.observations]
 
-    def token_trace(self) -> TokenTrace:
-        """Join every model call's exact tokens into one sequence with a loss mask.
+    @property
+    def agents(self) -> list[str | None]:
+        """The agents that made model calls, in order of their first call (None: untagged)."""
+        return list(dict.fromkeys(call.request.agent for call in self.model_calls))
 
+    def token_trace(self, agent: str | None = None) -> TokenTrace:
+        """Join model calls' exact tokens into one sequence with a loss mask.
+
+        Without `agent`, every call (a single-agent trajectory); a trajectory whose calls
+        name several agents (`ModelRequest.agent`) raises `HarnessError` naming them,
+        since their conversations are separate sequences: ask for one with
+        `token_trace(agent=...)`, or all with `token_traces()`.
         Each call's prompt ids must extend the previous call's prompt + completion; a
         backend that re-rendered the history breaks that, and this raises `HarnessError`
         rather than train on tokens the policy never saw.
         """
-        ids: list[int] = []
-        mask: list[int] = []
-        logprobs: list[float] = []
-        for index, call in enumerate(self.model_calls):
-            response = call.response
-            if response is None:
-                continue
-            prompt = response.prompt_token_ids
-            completion = response.completion_token_ids
-            if prompt is None or completion is None:
-                raise HarnessError(f"model call {index} carries no token ids")
-            if prompt[: len(ids)] != ids:
-                said = response.metadata.get("history")
-                why = (
-                    f"the adapter reports history={said!r}"
-                    if said is not None
-                    else "the history was re-tokenized"
-                )
+        if agent is None:
+            agents = self.agents
+            if len(agents) > 1:
                 raise HarnessError(
-                    f"model call {index}: prompt tokens do not extend the previous turn ({why})"
+                    f"model calls from {len(agents)} agents ({', '.join(map(repr, agents))}): "
+                    "each is its own token sequence; use token_trace(agent=...) or "
+                    "token_traces()"
                 )
-            added = prompt[len(ids) :]
-            ids.extend(added)
-            mask.extend([0] * len(added))
-            logprobs.extend([0.0] * len(added))
-            ids.extend(completion)
-            mask.extend([1] * len(completion))
-            logprobs.extend(response.completion_logprobs or [0.0] * len(completion))
-        return TokenTrace(token_ids=ids, loss_mask=mask, logprobs=logprobs)
+            calls = self.model_calls
+        else:
+            calls = [call for call in self.model_calls if call.request.agent == agent]
+            if not calls:
+                raise HarnessError(f"no model call was made by agent {agent!r}")
+        return _join_tokens(self.model_calls, calls)
+
+    def token_traces(self) -> dict[str | None, TokenTrace]:
+        """One `TokenTrace` per agent (key None: calls that name no agent), in call order."""
+        return {
+            agent: _join_tokens(
+                self.model_calls, [c for c in self.model_calls if c.request.agent == agent]
+            )
+            for agent in self.agents
+        }
+
+
+def _join_tokens(every: Sequence[ModelCall], calls: Sequence[ModelCall]) -> TokenTrace:
+    """The token trace of `calls`, a subsequence of `every` (which numbers them)."""
+    numbers = {id(call): index for index, call in enumerate(every)}
+    ids: list[int] = []
+    mask: list[int] = []
+    logprobs: list[float] = []
+    for call in calls:
+        index = numbers[id(call)]
+        response = call.response
+        if response is None:
+            continue
+        prompt = response.prompt_token_ids
+        completion = response.completion_token_ids
+        if prompt is None or completion is None:
+            raise HarnessError(f"model call {index} carries no token ids")
+        if prompt[: len(ids)] != ids:
+            said = response.metadata.get("history")
+            why = (
+                f"the adapter reports history={said!r}"
+                if said is not None
+                else "the history was re-tokenized"
+            )
+            raise HarnessError(
+                f"model call {index}: prompt tokens do not extend the previous turn ({why})"
+            )
+        added = prompt[len(ids) :]
+        ids.extend(added)
+        mask.extend([0] * len(added))
+        logprobs.extend([0.0] * len(added))
+        ids.extend(completion)
+        mask.extend([1] * len(completion))
+        logprobs.extend(response.completion_logprobs or [0.0] * len(completion))
+    return TokenTrace(token_ids=ids, loss_mask=mask, logprobs=logprobs)
 
 
 REWARD_LIMIT = 1e15

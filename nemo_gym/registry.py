@@ -84,6 +84,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "single_turn": "nemo_gym.harnesses:SingleTurn",
         "tool_loop": "nemo_gym.harnesses:ToolLoop",
         "multi_step": "nemo_gym.harnesses:MultiStep",
+        "langgraph": "nemo_gym.interop.langgraph:LangGraphAgent",
     },
     "verifier": {
         "math": "nemo_gym.verify.math:MathVerifier",

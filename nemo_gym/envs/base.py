@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from nemo_gym.protocols import Harness, Sandbox, Verifier, VerifyFunction, as_verifier
-from nemo_gym.records import Task
+from nemo_gym.records import Message, Task
 from nemo_gym.registry import Described
 from nemo_gym.tools import Tool
 
@@ -19,7 +19,9 @@ class BasicEpisode:
     """An episode holding tools, a mutable `state` and an optional sandbox.
 
     `on_close` callbacks run on exit in reverse order, also on error or cancellation;
-    the sandbox, if any, is closed last.
+    the sandbox, if any, is closed last. `opening` are messages the built-in harnesses
+    show the model after the task's own (what exists only once the episode does, such
+    as a reset observation).
     """
 
     def __init__(
@@ -28,8 +30,10 @@ class BasicEpisode:
         *,
         state: Any = None,
         sandbox: Sandbox | None = None,
+        opening: Sequence[Message] = (),
     ) -> None:
         self.tools: Sequence[Tool] = tuple(tools)
+        self.opening: Sequence[Message] = tuple(opening)
         self.state = state
         self.sandbox = sandbox
         self._on_close: list[Callable[[], Awaitable[None]]] = []

@@ -28,17 +28,101 @@ from nemo_gym.records import (
 from nemo_gym.registry import Described
 from nemo_gym.tools import Tool, tool_table
 
-__all__ = ["MultiStep", "SingleTurn", "ToolLoop", "opening_messages"]
+__all__ = ["MultiStep", "SingleTurn", "ToolLoop", "call_tool", "opening_messages"]
 
 _NO_SAMPLING = Sampling()
 
 
-def opening_messages(task: Task, system_prompt: str | None) -> list[Message]:
-    """The task's messages, with `system_prompt` first unless the task brings its own."""
+def opening_messages(
+    task: Task, system_prompt: str | None, episode: Episode | None = None
+) -> list[Message]:
+    """The task's messages, with `system_prompt` first unless the task brings its own,
+    then the episode's `opening` messages when it has them (what an environment shows
+    only once the episode exists, such as its reset observation)."""
     messages = list(task.messages)
     if system_prompt is not None and not (messages and messages[0].role == "system"):
         messages.insert(0, Message(role="system", content=system_prompt))
+    if episode is not None:
+        messages.extend(getattr(episode, "opening", ()))
     return messages
+
+
+async def call_tool(
+    tools: Mapping[str, Tool],
+    call: ToolCall,
+    *,
+    timeout: float | None = None,
+    errors: Literal["model", "fail"] = "model",
+) -> ToolResult:
+    """Run one tool call the way every built-in harness does.
+
+    Malformed argument JSON, an unknown tool name, a timeout and an ordinary exception
+    come back as the result (`error` set, the output `"Error: ..."` for the model);
+    with `errors="fail"` they raise `ToolError` instead. A tool raising `ToolError`, or
+    a `BaseException` that is not an interrupt, always raises `ToolError` (the rollout
+    ends as a `tool` failure).
+    """
+    started = time.perf_counter()
+    output, error = await _execute(tools, call, timeout, errors)
+    return ToolResult(
+        call_id=call.id,
+        name=call.name,
+        arguments=call.arguments,
+        output=output,
+        error=error,
+        latency_s=time.perf_counter() - started,
+    )
+
+
+async def _execute(
+    tools: Mapping[str, Tool],
+    call: ToolCall,
+    timeout: float | None,
+    errors: Literal["model", "fail"],
+) -> tuple[str, str | None]:
+    tool = tools.get(call.name)
+    if tool is None:
+        return _error(
+            call,
+            f"unknown tool {call.name!r}; available: {', '.join(sorted(tools)) or 'none'}",
+            errors,
+        )
+    try:
+        arguments = call.parsed_arguments()
+    except ValueError as exc:
+        return _error(call, f"invalid arguments for {call.name!r}: {exc}", errors)
+    try:
+        if timeout is None:
+            value = await tool(**arguments)
+        else:
+            value = await asyncio.wait_for(tool(**arguments), timeout)
+    except ToolError:
+        raise
+    except TimeoutError:
+        return _error(call, f"tool {call.name!r} timed out after {timeout}s", errors)
+    except Exception as exc:
+        return _error(call, f"{type(exc).__name__}: {exc}", errors, exc)
+    except BaseException as exc:
+        if is_interrupt(exc):
+            raise
+        # Not an ordinary error (a BaseException subclass, a CancelledError nobody
+        # asked for): the tool's world is in an unknown state, so the rollout ends.
+        error = ToolError(f"tool {call.name!r} raised {type(exc).__qualname__}: {exc}")
+        error.error_type = type(exc).__qualname__
+        raise error from exc
+    output = value if isinstance(value, str) else json.dumps(value, default=str)
+    return output, None
+
+
+def _error(
+    call: ToolCall,
+    message: str,
+    errors: Literal["model", "fail"],
+    cause: BaseException | None = None,
+) -> tuple[str, str]:
+    if errors == "fail":
+        raise ToolError(f"tool call {call.name!r} failed: {message}") from cause
+    return f"Error: {message}", message
 
 
 class SingleTurn(Described):
@@ -51,7 +135,7 @@ class SingleTurn(Described):
         self.sampling = sampling or _NO_SAMPLING
 
     async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
-        messages = opening_messages(task, self.system_prompt)
+        messages = opening_messages(task, self.system_prompt, episode)
         for message in messages:
             yield message
         response = await model.generate(
@@ -94,7 +178,7 @@ class ToolLoop(Described):
         self.tool_errors = tool_errors
 
     async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
-        messages = opening_messages(task, self.system_prompt)
+        messages = opening_messages(task, self.system_prompt, episode)
         for message in messages:
             yield message
         tools = tool_table(episode.tools)
@@ -126,55 +210,7 @@ class ToolLoop(Described):
                 yield message
 
     async def _call(self, tools: Mapping[str, Tool], call: ToolCall) -> ToolResult:
-        started = time.perf_counter()
-        output, error = await self._execute(tools, call)
-        return ToolResult(
-            call_id=call.id,
-            name=call.name,
-            arguments=call.arguments,
-            output=output,
-            error=error,
-            latency_s=time.perf_counter() - started,
-        )
-
-    async def _execute(self, tools: Mapping[str, Tool], call: ToolCall) -> tuple[str, str | None]:
-        tool = tools.get(call.name)
-        if tool is None:
-            return self._error(
-                call, f"unknown tool {call.name!r}; available: {', '.join(sorted(tools)) or 'none'}"
-            )
-        try:
-            arguments = call.parsed_arguments()
-        except ValueError as exc:
-            return self._error(call, f"invalid arguments for {call.name!r}: {exc}")
-        try:
-            if self.tool_timeout is None:
-                value = await tool(**arguments)
-            else:
-                value = await asyncio.wait_for(tool(**arguments), self.tool_timeout)
-        except ToolError:
-            raise
-        except TimeoutError:
-            return self._error(call, f"tool {call.name!r} timed out after {self.tool_timeout}s")
-        except Exception as exc:
-            return self._error(call, f"{type(exc).__name__}: {exc}", exc)
-        except BaseException as exc:
-            if is_interrupt(exc):
-                raise
-            # Not an ordinary error (a BaseException subclass, a CancelledError nobody
-            # asked for): the tool's world is in an unknown state, so the rollout ends.
-            error = ToolError(f"tool {call.name!r} raised {type(exc).__qualname__}: {exc}")
-            error.error_type = type(exc).__qualname__
-            raise error from exc
-        output = value if isinstance(value, str) else json.dumps(value, default=str)
-        return output, None
-
-    def _error(
-        self, call: ToolCall, message: str, cause: BaseException | None = None
-    ) -> tuple[str, str]:
-        if self.tool_errors == "fail":
-            raise ToolError(f"tool call {call.name!r} failed: {message}") from cause
-        return f"Error: {message}", message
+        return await call_tool(tools, call, timeout=self.tool_timeout, errors=self.tool_errors)
 
 
 class MultiStep(Described):
@@ -204,7 +240,7 @@ class MultiStep(Described):
         step = getattr(episode, "step", None)
         if step is None:
             raise HarnessError(f"MultiStep needs an episode with step(action); got {episode!r}")
-        messages = opening_messages(task, self.system_prompt)
+        messages = opening_messages(task, self.system_prompt, episode)
         for message in messages:
             yield message
         for _ in range(self.max_steps):
