@@ -85,6 +85,10 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "tool_loop": "nemo_gym.harnesses:ToolLoop",
         "multi_step": "nemo_gym.harnesses:MultiStep",
         "langgraph": "nemo_gym.interop.langgraph:LangGraphAgent",
+        "reflection": "nemo_gym.harnesses.langgraph:Reflection",
+        "orchestrator": "nemo_gym.harnesses.langgraph:Orchestrator",
+        "parallel_thinking": "nemo_gym.harnesses.langgraph:ParallelThinking",
+        "rewoo": "nemo_gym.harnesses.langgraph:ReWOO",
     },
     "verifier": {
         "math": "nemo_gym.verify.math:MathVerifier",

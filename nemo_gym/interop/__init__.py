@@ -2,14 +2,17 @@
 
 One module per library, each behind its own extra and imported only when used:
 
-| module | library | extra | what |
-|---|---|---|---|
-| `nemo_gym.interop.langgraph` | LangChain / LangGraph | `langgraph` | `ChatNemoGym` (our model as a LangChain chat model), `LangGraphAgent` (a user's graph as a harness) |
-| `nemo_gym.interop.mcp` | the official `mcp` SDK | `mcp` | `serve` (any environment's tools over MCP), `MCPTools` / `MCPEnv` (an MCP server's tools in an environment) |
-| `nemo_gym.interop.openenv` | `openenv-core` | `openenv` | `OpenEnv` (an OpenEnv environment, in process or over its client) |
-| `nemo_gym.interop.verifiers` | `verifiers` | `verifiers` | `VerifiersEnv` (a verifiers environment's dataset, tools and rubric) |
-| `nemo_gym.interop.harbor` | none (the layout) | none | `HarborEnv` (Harbor task directories) |
+- `nemo_gym.interop.langgraph` (extra `langgraph`): `ChatNemoGym`, our model as a
+  LangChain chat model; `LangGraphAgent`, a user's LangGraph graph as a harness.
+- `nemo_gym.interop.mcp` (extra `mcp`, the official SDK): `serve`, any environment's
+  tools over MCP (stdio, streamable HTTP); `MCPServer` / `MCPEnv`, an MCP server's
+  tools inside an environment.
+- `nemo_gym.interop.openenv` (extra `openenv`): `OpenEnv`, an OpenEnv environment in
+  process or through its client.
+- `nemo_gym.interop.verifiers` (extra `verifiers`): `VerifiersEnv`, a `verifiers`
+  environment's dataset, tools and rubric.
+- `nemo_gym.interop.harbor` (no extra): `HarborEnv`, Harbor task directories.
 
-The LangGraph harness patterns (reflection, orchestrator, parallel thinking, ReWOO)
-are in `nemo_gym.harnesses.langgraph`.
+The LangGraph harness patterns (reflection, orchestrator with sub-agents, parallel
+thinking, ReWOO) are in `nemo_gym.harnesses.langgraph`.
 """

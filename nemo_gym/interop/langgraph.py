@@ -287,10 +287,14 @@ class ToolRun:
         results, self.results = self.results, []
         return results
 
-    async def run(self, call: ToolCall) -> ToolResult:
-        """Run one call (recorded in `results`); a `ToolError` is kept in `fatal` too."""
+    async def run(self, call: ToolCall, table: Mapping[str, Tool] | None = None) -> ToolResult:
+        """Run one call (recorded in `results`); a `ToolError` is kept in `fatal` too.
+
+        `table` replaces the episode's tools for this call (an agent with tools of its
+        own, such as an orchestrator's `delegate`)."""
+        tools = self.table if table is None else table
         try:
-            result = await call_tool(self.table, call, timeout=self.timeout, errors=self.errors)
+            result = await call_tool(tools, call, timeout=self.timeout, errors=self.errors)
         except ToolError as exc:
             if self.fatal is None:
                 self.fatal = exc
