@@ -15,7 +15,7 @@ from nemo_gym.records import Message, ModelRequest, ToolCall
 
 pytest.importorskip("langgraph")
 
-from nemo_gym.harnesses.langgraph import (  # noqa: E402
+from nemo_gym.harnesses.langgraph import (
     Orchestrator,
     ParallelThinking,
     PlanStep,
@@ -23,8 +23,8 @@ from nemo_gym.harnesses.langgraph import (  # noqa: E402
     ReWOO,
     parse_plan,
 )
-from tests.interop.test_langgraph import Counter  # noqa: E402
-from tests.interop.tokenmodel import TokenModel, last_user  # noqa: E402
+from tests.interop.test_langgraph import Counter
+from tests.interop.tokenmodel import TokenModel, last_user
 
 TASK = Counter().tasks()[0]
 
