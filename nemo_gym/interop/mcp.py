@@ -366,7 +366,7 @@ class MCPSession:
         self._task = asyncio.create_task(self._main(ready), name=f"mcp session {self.transport}")
         waiter = asyncio.create_task(ready.wait())
         try:
-            done, _ = await asyncio.wait(
+            await asyncio.wait(
                 {self._task, waiter},
                 timeout=self.start_timeout,
                 return_when=asyncio.FIRST_COMPLETED,

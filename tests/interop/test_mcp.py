@@ -177,8 +177,11 @@ async def test_a_server_that_cannot_start_is_an_environment_failure() -> None:
 
 async def test_our_client_on_the_sdks_http_server_and_a_broken_session() -> None:
     port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, COUNTER, "--http", str(port)],
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        COUNTER,
+        "--http",
+        str(port),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -199,16 +202,16 @@ async def test_our_client_on_the_sdks_http_server_and_a_broken_session() -> None
         session = await MCPSession(StreamableHTTP(url), call_timeout=5).start()
         try:
             process.kill()
-            process.wait(10)
+            await process.wait()
             with pytest.raises(Exception) as info:
                 await session.call("total", {})
             assert type(info.value).__name__ in ("ToolError", "ToolFailed")
         finally:
             await session.aclose()
     finally:
-        if process.poll() is None:
+        if process.returncode is None:
             process.kill()
-            process.wait(10)
+            await process.wait()
 
 
 async def test_round_trip_an_environment_served_and_consumed_over_mcp() -> None:
