@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import socket
 import threading
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from pydantic import field_validator
@@ -46,7 +46,7 @@ class GuessEnvironment(Environment):
     """Guess a number in 1..9 picked from the reset seed; reward 1 for the hit."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
-    threads: set[str] = set()
+    threads: ClassVar[set[str]] = set()
 
     def __init__(self) -> None:
         super().__init__()
