@@ -59,6 +59,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingDependency("mcp", "mcp") from exc
 
 __all__ = [
+    "InProcess",
     "MCPEnv",
     "MCPSession",
     "Stdio",
@@ -303,7 +304,22 @@ class StreamableHTTP:
         return self.url
 
 
-MCPTransport = Stdio | StreamableHTTP
+@dataclass(frozen=True, slots=True)
+class InProcess:
+    """An SDK server object (`mcp.server.MCPServer` or a low-level `Server`) in this
+    process, connected through the SDK's in-memory transport."""
+
+    server: Any
+    label: str = "in-process server"
+
+    def target(self) -> Any:
+        return self.server
+
+    def __str__(self) -> str:
+        return self.label
+
+
+MCPTransport = Stdio | StreamableHTTP | InProcess
 
 
 class ToolFailed(Exception):
@@ -336,7 +352,8 @@ class MCPSession:
     `start()` (in the running loop) connects, initializes and lists the tools; the
     session then lives in its own task, so it may be closed from any task; `aclose()`
     ends it (a stdio server's process is stopped) and is idempotent. `tools` are
-    `gym.Tool`s calling the server; `call_timeout` bounds each call.
+    `gym.Tool`s calling the server (named `prefix` + the server's name); `call_timeout`
+    bounds each call; `include` / `exclude` filter by the server's names.
     """
 
     def __init__(
@@ -347,8 +364,10 @@ class MCPSession:
         start_timeout: float = 30.0,
         include: Iterable[str] | None = None,
         exclude: Iterable[str] = (),
+        prefix: str = "",
     ) -> None:
         self.transport = transport
+        self.prefix = prefix
         self.call_timeout = call_timeout
         self.start_timeout = start_timeout
         self.include = frozenset(include) if include is not None else None
@@ -412,7 +431,7 @@ class MCPSession:
     def _tool(self, described: Any) -> Tool:
         name = described.name
         spec = ToolSpec(
-            name=name,
+            name=f"{self.prefix}{name}",
             description=described.description or "",
             parameters=dict(described.input_schema or {"type": "object", "properties": {}}),
         )
