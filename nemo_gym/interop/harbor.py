@@ -230,9 +230,11 @@ class HarborEpisode(BasicEpisode):
                     self.state["verifier"] = await self.run_tests()
                 except Exception as error:
                     self.state["verifier"] = {"error": f"{type(error).__name__}: {error}"}
-            await super().__aexit__(exc_type, exc, tb)
         finally:
-            await self._stack.aclose()
+            try:
+                await super().__aexit__(exc_type, exc, tb)
+            finally:
+                await self._stack.aclose()
 
 
 async def _read(sandbox: Sandbox, path: str) -> bytes | None:

@@ -58,6 +58,7 @@ DEFAULT_PROMPT = (
     "You are acting in an environment. Each of your replies is your next action; the "
     "environment answers with what happened."
 )
+DEFAULT_TOOLS_PROMPT = "You are acting in an environment: use its tools to do the task."
 _BASE_FIELDS = frozenset({"done", "reward", "metadata"})
 
 
@@ -261,7 +262,7 @@ class OpenEnv(Env):
         name: str = "openenv",
         tasks: Iterable[Task] | None = None,
         seeds: Iterable[int] | None = None,
-        prompt: str = DEFAULT_PROMPT,
+        prompt: str | None = None,
         mode: Literal["text", "tools"] = "text",
         action: Callable[[str], Any] | None = None,
         observe: Callable[[Any], str] | None = None,
@@ -278,6 +279,8 @@ class OpenEnv(Env):
             if mode == "tools"
             else MultiStep(max_steps=max_steps, system_prompt=system_prompt)
         )
+        if prompt is None:
+            prompt = DEFAULT_TOOLS_PROMPT if mode == "tools" else DEFAULT_PROMPT
         if tasks is None:
             tasks = [
                 Task(id=f"seed-{seed}", prompt=prompt, metadata={"reset": {"seed": seed}})
@@ -328,11 +331,13 @@ class OpenEnv(Env):
         try:
             options = dict(task.metadata.get("reset") or {})
             first = await backend.reset(**options)
+            shown = self.observe(first.observation)
             episode = OpenEnvEpisode(
                 backend,
                 action=self._action or _action_builder(action_cls),
                 observe=self.observe,
-                opening=[Message.user(self.observe(first.observation))],
+                # An observation with nothing to show (an MCP env's reset) adds no turn.
+                opening=[Message.user(shown)] if shown.strip() not in ("", "{}") else [],
             )
             if self.mode == "tools":
                 episode.tools = await _tools(episode)

@@ -197,3 +197,4 @@ async def test_an_openenv_mcp_environment_in_tools_mode() -> None:
     assert [t.name for t in rollout.trajectory.model_calls[0].request.tools] == ["add"]
     assert rollout.trajectory.tool_results[0].output == "4"
     assert rollout.trajectory.final_text == "total 4"
+    assert [m.role for m in rollout.trajectory.messages][:2] == ["user", "assistant"]
