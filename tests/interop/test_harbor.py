@@ -176,7 +176,7 @@ def fixing_script(request: ModelRequest) -> Message:
     done = [m for m in request.messages if m.role == "tool"]
     steps = [
         "cat calc.py",
-        "sed -i 's/a - b/a + b/' calc.py && python3 test_calc.py",
+        "sed -i 's/a - b/a + b/' calc.py && python3 check_calc.py",
     ]
     if len(done) < len(steps):
         command = steps[len(done)]
