@@ -407,6 +407,8 @@ class ModelEndpoint:
             return 405, {}, dumps(_error_body(dialect, f"{path} takes POST", "invalid_request"))
         try:
             body = loads(_decoded(request))
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s request on %s: %s", dialect, route, dumps(body)[:20000])
             served = _PARSE[dialect](body)
             model_request = self._model_request(route, dialect, served)
         except (WireError, MissingDependency) as exc:
