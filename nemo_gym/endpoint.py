@@ -408,7 +408,7 @@ class ModelEndpoint:
         try:
             body = loads(_decoded(request))
             if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s request on %s: %s", dialect, route, dumps(body)[:20000])
+                log.debug("%s request on %s: %s", dialect, route, dumps(body))
             served = _PARSE[dialect](body)
             model_request = self._model_request(route, dialect, served)
         except (WireError, MissingDependency) as exc:
