@@ -367,9 +367,7 @@ def parse_request(body: Any) -> ServerRequest:
             # Claude Code puts system turns between the others (reminders, agent lists).
             messages.append(Message.system(_text(turn.get("content"), f"{where}.content")))
         else:
-            raise WireError(
-                f"{where}.role: expected 'user', 'assistant' or 'system', got {role!r}"
-            )
+            raise WireError(f"{where}.role: expected 'user', 'assistant' or 'system', got {role!r}")
     if not messages:
         raise WireError("messages: at least one message is required")
     tools = []

@@ -331,7 +331,9 @@ def parse_request(body: Any) -> ServerRequest:
             # function a served model can call. They are left out, and named in
             # `options["unserved_tools"]`.
             kind = tool.get("type")
-            unserved.append(f"{kind}:{tool['name']}" if isinstance(tool.get("name"), str) else str(kind))
+            unserved.append(
+                f"{kind}:{tool['name']}" if isinstance(tool.get("name"), str) else str(kind)
+            )
             continue
         spec: dict[str, Any] = {
             "name": as_str(tool.get("name"), f"tools[{index}].name", optional=False)

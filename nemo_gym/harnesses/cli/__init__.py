@@ -375,4 +375,3 @@ def _conversation(task: Task, route: Route) -> list[Message]:
         return opening_messages(task, None)
     request, response = route.last
     return [*request.messages, response.message]
-

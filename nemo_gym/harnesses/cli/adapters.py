@@ -7,9 +7,9 @@ internet (no update checks, no telemetry). The programs are installed by
 
 | harness | program | dialect | how it is pointed at us |
 |---|---|---|---|
-| `Codex` | `codex exec` | OpenAI Responses | `~/.codex/config.toml`: a model provider with our base URL |
+| `Codex` | `codex exec` | OpenAI Responses | `~/.codex/config.toml`: a provider with our URL |
 | `ClaudeCode` | `claude -p` | Anthropic Messages | `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` |
-| `OpenCode` | `opencode run` | OpenAI chat | `opencode.json`: an `@ai-sdk/openai-compatible` provider |
+| `OpenCode` | `opencode run` | OpenAI chat | `opencode.json`: an openai-compatible provider |
 | `MiniSWEAgent` | `mini` | OpenAI chat (litellm) | `model.model_kwargs.api_base` / `api_key` |
 """
 
@@ -214,7 +214,14 @@ class OpenCodeAdapter(_ProgramAdapter):
         }
 
     def command(self, launch: AgentLaunch) -> list[str]:
-        return [self.binary(), "run", "--model", f"nemo_gym/{launch.model}", *self.args, launch.prompt]
+        return [
+            self.binary(),
+            "run",
+            "--model",
+            f"nemo_gym/{launch.model}",
+            *self.args,
+            launch.prompt,
+        ]
 
 
 class MiniSWEAgentAdapter(_ProgramAdapter):
@@ -232,6 +239,7 @@ class MiniSWEAgentAdapter(_ProgramAdapter):
 
     def env(self, launch: AgentLaunch) -> dict[str, str]:
         return {
+            "MSWEA_CONFIGURED": "true",  # skip the first-run setup prompt
             "MSWEA_COST_TRACKING": "ignore_errors",
             "MSWEA_CONFIG_DIR": f"{launch.home}/.config/mini-swe-agent",
             # litellm fetches its price table from the internet unless told not to.
@@ -269,7 +277,9 @@ class MiniSWEAgentAdapter(_ProgramAdapter):
 class Codex(CLIAgent):
     """Codex CLI in a sandbox against our endpoint (see `CodexAdapter`)."""
 
-    def __init__(self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any):
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
         super().__init__(CodexAdapter(executable=executable, args=args), **options)
 
 
@@ -291,7 +301,9 @@ class ClaudeCode(CLIAgent):
 class OpenCode(CLIAgent):
     """OpenCode in a sandbox against our endpoint (see `OpenCodeAdapter`)."""
 
-    def __init__(self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any):
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
         super().__init__(OpenCodeAdapter(executable=executable, args=args), **options)
 
 

@@ -80,7 +80,12 @@ def install(name: str, *, quiet: bool = True) -> Path:
         root = program.root(home)
         root.mkdir(parents=True, exist_ok=True)
         command = [
-            "npm", "install", "--no-fund", "--no-audit", "--prefix", str(root),
+            "npm",
+            "install",
+            "--no-fund",
+            "--no-audit",
+            "--prefix",
+            str(root),
             f"{program.package}@{program.version}",
         ]
         if quiet:
@@ -89,8 +94,13 @@ def install(name: str, *, quiet: bool = True) -> Path:
         venv = program.root(home)
         if not (venv / "bin" / "python").exists():
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        command = [str(venv / "bin" / "python"), "-m", "pip", "install",
-                   f"{program.package}=={program.version}"]
+        command = [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            f"{program.package}=={program.version}",
+        ]
         if quiet:
             command.append("-q")
     subprocess.run(command, check=True)

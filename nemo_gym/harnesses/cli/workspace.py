@@ -86,7 +86,9 @@ class FilesWorkspace:
                 "timed_out": agent.timed_out,
                 "duration_s": agent.duration_s,
             },
-            "checks": [_check(cmd, result) for cmd, result in zip(self.checks, results, strict=True)],
+            "checks": [
+                _check(cmd, result) for cmd, result in zip(self.checks, results, strict=True)
+            ],
             "files": files,
         }
 
