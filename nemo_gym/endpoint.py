@@ -57,7 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nemo_gym.errors import ConfigError, HarnessError, MissingDependency, ModelError
+from nemo_gym.errors import ConfigError, HarnessError, ModelError
 from nemo_gym.lifecycle import is_interrupt
 from nemo_gym.protocols import Model
 from nemo_gym.records import Message, ModelRequest, ModelResponse, replace
@@ -411,7 +411,7 @@ class ModelEndpoint:
                 log.debug("%s request on %s: %s", dialect, route, dumps(body))
             served = _PARSE[dialect](body)
             model_request = self._model_request(route, dialect, served)
-        except (WireError, MissingDependency) as exc:
+        except WireError as exc:
             error = HarnessError(
                 f"the agent sent a {dialect} request the endpoint cannot read: {exc}",
                 code="bad_agent_request",
@@ -519,12 +519,6 @@ def _decoded(request: _Request) -> bytes:
             return zlib.decompress(request.body, 16 + zlib.MAX_WBITS)
         if encoding == "deflate":
             return zlib.decompress(request.body)
-        if encoding == "zstd":
-            try:
-                import zstandard
-            except ImportError as exc:
-                raise MissingDependency("zstandard", "agents") from exc
-            return zstandard.ZstdDecompressor().decompressobj().decompress(request.body)
     except zlib.error as exc:
         raise WireError(f"request body is not valid {encoding}: {exc}") from None
     raise WireError(f"unsupported content-encoding {encoding!r}")

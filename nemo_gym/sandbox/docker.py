@@ -78,6 +78,12 @@ done
 exit 0
 """
 
+# network="loopback": the forwarder writes this once its ports are bound.
+_WAIT_FORWARDER = (
+    "i=0; while [ ! -e /tmp/.nemo_gym_forward_ready ]; do "
+    "i=$((i + 1)); [ $i -gt 600 ] && exit 1; sleep 0.05; done"
+)
+
 # Docker's default capabilities minus those untrusted code has no use for.
 DEFAULT_CAP_DROP = (
     "NET_RAW",
@@ -802,7 +808,17 @@ class DockerProvider(Provider):
             )
             raise
         log.debug("docker sandbox %s started from %s", container_id[:12], image)
-        return DockerSandbox(self.client, container_id, spec, keepalive, relay)
+        sandbox = DockerSandbox(self.client, container_id, spec, keepalive, relay)
+        if relay is not None:
+            # The container runs before its forwarder has bound the ports: wait for it.
+            ready = await sandbox.exec(["sh", "-c", _WAIT_FORWARDER], timeout=30)
+            if not ready.ok:
+                await finish_despite_cancellation(sandbox.close())
+                raise SandboxError(
+                    f"docker: the port forwarder of {image!r} did not start (the image "
+                    f"needs {options['python']!r}): {ready.stdout}{ready.stderr}"
+                )
+        return sandbox
 
     def __repr__(self) -> str:
         return f"DockerProvider(host={self.client.host!r}, image={self.image!r})"

@@ -24,6 +24,8 @@ import socket
 import sys
 
 CHUNK = 1 << 16
+READY = "/tmp/.nemo_gym_forward_ready"
+"""Written once the ports are bound (a container provider waits for it before use)."""
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -94,6 +96,11 @@ def main() -> None:
     os.waitpid(child, 0)
     for sock, _ in listeners:
         sock.close()  # the relay holds them; the program exec'd next must not
+    try:
+        with open(READY, "w") as marker:
+            marker.write(str(len(listeners)))
+    except OSError:
+        pass  # a read-only /tmp: the provider's own handshake must do
     os.execvp(argv[0], argv)
 
 
