@@ -57,7 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nemo_gym.errors import ConfigError, HarnessError, ModelError
+from nemo_gym.errors import ConfigError, HarnessError, ModelError, require
 from nemo_gym.lifecycle import is_interrupt
 from nemo_gym.protocols import Model
 from nemo_gym.records import Message, ModelRequest, ModelResponse, replace
@@ -273,6 +273,7 @@ class ModelEndpoint:
         return self
 
     async def _listen(self) -> _Server:
+        require("httptools", "http")  # the request parser; a clear error before listening
         loop = asyncio.get_running_loop()
         holder: list[_Server] = []
         server = await loop.create_server(
