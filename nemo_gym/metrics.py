@@ -2,7 +2,8 @@
 
 The same code serves `collect`, `reverify` and `gym aggregate`, so the numbers a run
 reports are always the numbers its files give. One streaming pass: memory is bounded by
-the number of distinct (task, repeat) keys times a few numbers, never by row size.
+the number of distinct (environment, variant, task, repeat) keys times a few numbers,
+never by row size.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from nemo_gym.errors import ConfigError
 from nemo_gym.records import REWARD_LIMIT, RunMetrics, Stats
 
-__all__ = ["MetricsAccumulator", "compute_metrics", "pass_at_k"]
+__all__ = ["Group", "MetricsAccumulator", "compute_metrics", "pass_at_k", "row_group"]
 
 _NAN = float("nan")
 
@@ -45,16 +46,35 @@ def _number(value: Any, where: str, field: str) -> float:
     return number
 
 
-class MetricsAccumulator:
-    """Folds rows into metrics one at a time; the last row of each (task, repeat) wins.
+Group = tuple[str | None, str | None]
+"""(environment, variant) of a row: the part of a run it belongs to."""
 
-    Per key it keeps a slot: the outcome (ok, or an index into the failure kinds
-    seen), the reward, each component, and whether the verifier reported no answer.
+
+def row_group(row: Mapping[str, Any], where: str = "row") -> Group:
+    """The (env, variant) a row belongs to; the variant is `metadata["variant"]`."""
+    env = row.get("env")
+    if env is not None and not isinstance(env, str):
+        raise ConfigError(f"{where}: field 'env' must be a string, got {env!r}")
+    metadata = row.get("metadata")
+    variant = metadata.get("variant") if isinstance(metadata, Mapping) else None
+    if variant is not None and not isinstance(variant, str):
+        raise ConfigError(f"{where}: field 'metadata.variant' must be a string, got {variant!r}")
+    return env, variant
+
+
+class MetricsAccumulator:
+    """Folds rows into metrics one at a time; the last row of each key wins.
+
+    A key is (environment, variant, task id, repeat): a run that mixes environments or
+    variants keeps them apart. Per key it keeps a slot: the outcome (ok, or an index into
+    the failure kinds seen), the reward, each component, and whether the verifier
+    reported no answer.
     """
 
     def __init__(self, *, success_threshold: float = 1.0) -> None:
         self.success_threshold = success_threshold
-        self._slots: dict[tuple[str, int], int] = {}
+        self._groups: dict[Group, int] = {}
+        self._slots: dict[tuple[int, str, int], int] = {}
         self._outcome = array("i")  # -1 ok, else index into _failures
         self._reward = array("d")
         self._no_answer = bytearray()  # 0 answered, 1 no answer, 2 not reported
@@ -73,7 +93,11 @@ class MetricsAccumulator:
             raise ConfigError(f"{where}: field 'repeat' must be an integer, got {repeat!r}")
         if status not in ("ok", "failed"):
             raise ConfigError(f"{where}: field 'status' must be 'ok' or 'failed', got {status!r}")
-        key = (task_id, repeat)
+        group_key = row_group(row, where)
+        group = self._groups.get(group_key)
+        if group is None:
+            group = self._groups[group_key] = len(self._groups)
+        key = (group, task_id, repeat)
         slot = self._slots.get(key)
         if slot is None:
             slot = len(self._outcome)
@@ -127,17 +151,54 @@ class MetricsAccumulator:
         self._no_answer[slot] = 2
 
     def result(self) -> RunMetrics:
-        """The metrics of every row folded so far."""
+        """The metrics of every row folded so far: overall, per environment, per variant.
+
+        `by_env` has an entry per environment; `by_variant` one per variant (when rows
+        carry one), each with its own `by_env` when the run mixes environments.
+        """
+        groups = list(self._groups)
+        envs = sorted({env for env, _ in groups if env is not None})
+        variants = sorted({variant for _, variant in groups if variant is not None})
+
+        def selected(env: str | None = None, variant: str | None = None) -> set[int]:
+            return {
+                index
+                for (e, v), index in self._groups.items()
+                if (env is None or e == env) and (variant is None or v == variant)
+            }
+
+        by_env = {env: self._summary(selected(env=env)) for env in envs}
+        by_variant: dict[str, RunMetrics] = {}
+        for variant in variants:
+            inner = (
+                {env: self._summary(selected(env, variant)) for env in envs}
+                if len(envs) > 1
+                else {}
+            )
+            by_variant[variant] = self._summary(selected(variant=variant), by_env=inner)
+        return self._summary(set(self._groups.values()), by_env=by_env, by_variant=by_variant)
+
+    def _summary(
+        self,
+        groups: set[int],
+        *,
+        by_env: dict[str, RunMetrics] | None = None,
+        by_variant: dict[str, RunMetrics] | None = None,
+    ) -> RunMetrics:
+        envs = {index: env for (env, _), index in self._groups.items()}
         by_kind: dict[str, int] = {}
         by_code: dict[str, int] = {}
-        per_task: dict[str, list[int]] = {}  # task id -> [ok samples, passing samples]
-        tasks: set[str] = set()
+        per_task: dict[tuple[int, str], list[int]] = {}  # -> [ok samples, passing samples]
+        tasks: set[tuple[str | None, str]] = set()
         rewards: list[float] = []
         ok_slots: list[int] = []
-        reported = no_answer = 0
+        n_rollouts = reported = no_answer = 0
         threshold = self.success_threshold
-        for (task_id, _), slot in self._slots.items():
-            tasks.add(task_id)
+        for (group, task_id, _), slot in self._slots.items():
+            if group not in groups:
+                continue
+            n_rollouts += 1
+            tasks.add((envs[group], task_id))
             outcome = self._outcome[slot]
             if outcome >= 0:
                 kind, code = self._failures[outcome]
@@ -147,7 +208,7 @@ class MetricsAccumulator:
             ok_slots.append(slot)
             reward = self._reward[slot]
             rewards.append(reward)
-            counts = per_task.setdefault(task_id, [0, 0])
+            counts = per_task.setdefault((group, task_id), [0, 0])
             counts[0] += 1
             counts[1] += reward >= threshold
             flag = self._no_answer[slot]
@@ -171,8 +232,8 @@ class MetricsAccumulator:
                 k *= 2
         n_failed = sum(by_kind.values())
         return RunMetrics(
-            n_rollouts=len(self._slots),
-            n_ok=len(self._slots) - n_failed,
+            n_rollouts=n_rollouts,
+            n_ok=n_rollouts - n_failed,
             n_failed=n_failed,
             n_tasks=len(tasks),
             failures_by_kind=by_kind,
@@ -182,6 +243,8 @@ class MetricsAccumulator:
             success_threshold=threshold,
             n_no_answer=no_answer,
             no_answer_rate=no_answer / reported if reported else None,
+            by_env=by_env or {},
+            by_variant=by_variant or {},
         )
 
 
@@ -190,13 +253,16 @@ def compute_metrics(
 ) -> RunMetrics:
     """Metrics over rollout rows (dicts as written to `rollouts.jsonl`).
 
-    The last row of each (task id, repeat) wins, so a resumed run that retried a
-    failure counts it once. Failed rollouts are excluded from reward statistics and
-    pass@k (masked, never scored 0) and counted by kind and code. pass@k is reported for
-    k = 1, 2, 4, ... up to the smallest number of ok samples per task, averaged over
-    tasks; a sample passes when its reward >= `success_threshold`. The no-answer rate is
-    the share of ok rollouts whose verifier reported `extracted_answer` as None, among
-    those whose verifier reports it at all. A malformed row raises `ConfigError`.
+    The last row of each (environment, variant, task id, repeat) wins, so a resumed run
+    that retried a failure counts it once. Failed rollouts are excluded from reward
+    statistics and pass@k (masked, never scored 0) and counted by kind and code. pass@k
+    is reported for k = 1, 2, 4, ... up to the smallest number of ok samples per task,
+    averaged over tasks (an (environment, variant, task) each); a sample passes when
+    its reward >= `success_threshold`. `n_tasks` counts distinct (environment, task id)
+    pairs. The no-answer rate is the share of ok rollouts whose verifier reported
+    `extracted_answer` as None, among those whose verifier reports it at all. Every
+    number is also given per environment (`by_env`) and per variant (`by_variant`). A
+    malformed row raises `ConfigError`.
     """
     accumulator = MetricsAccumulator(success_threshold=success_threshold)
     for number, row in enumerate(rows, 1):

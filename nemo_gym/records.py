@@ -519,7 +519,10 @@ class RunSpec(_Value):
 
 
 class Rollout(_Record):
-    """One finished rollout: the persisted record (one JSON line)."""
+    """One finished rollout: the persisted record (one JSON line).
+
+    In a run with variants, `metadata["variant"]` names the variant that produced it.
+    """
 
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -612,6 +615,10 @@ class RunMetrics(_Value):
     # the ok rollouts whose verifier reports extraction at all (None: none does).
     n_no_answer: int = 0
     no_answer_rate: float | None = None
+    # The same metrics per environment (every run) and per variant (runs with
+    # variants; each with its own `by_env` when the run mixes environments).
+    by_env: dict[str, RunMetrics] = Field(default_factory=dict)
+    by_variant: dict[str, RunMetrics] = Field(default_factory=dict)
 
 
 def rollout_json_schema() -> dict[str, Any]:
