@@ -16,6 +16,7 @@ import concurrent.futures
 import itertools
 import json
 import os
+import re
 import tempfile
 import time
 import uuid
@@ -127,10 +128,24 @@ def _lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[tuple
                 yield number, line
 
 
+_LAST_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
+
+
+def json_error(text: str, exc: json.JSONDecodeError) -> str:
+    """What is wrong with a line of JSON: the error, its column, and the last field
+    read before it (the field being written when the line broke)."""
+    keys = _LAST_KEY.findall(text[: exc.pos])
+    after = f", after field {keys[-1]!r}" if keys else ""
+    return f"{exc.msg} at column {exc.pos + 1}{after}"
+
+
 def _parse_row(path: Path, number: int, line: bytes) -> dict[str, Any]:
     try:
         row = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except json.JSONDecodeError as exc:
+        text = line.decode("utf-8", "replace")
+        raise ConfigError(f"{path}:{number}: not valid JSON ({json_error(text, exc)})") from exc
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}:{number}: not valid JSON ({exc})") from exc
     if not isinstance(row, dict):
         raise ConfigError(f"{path}:{number}: expected a JSON object")
@@ -1002,9 +1017,11 @@ def aggregate(
     out.mkdir(parents=True, exist_ok=True)
     merged = _merged_manifest(paths, manifests)
     write_atomic(out / MANIFEST, json.dumps(merged, indent=2))
+    # Written beside, then renamed: an interrupted merge leaves no half run behind.
+    rollouts_tmp, failures_tmp = out / f".{ROLLOUTS}.tmp", out / f".{FAILURES}.tmp"
     with (
-        (out / ROLLOUTS).open("wb") as rollouts_file,
-        (out / FAILURES).open("w", encoding="utf-8") as failures_file,
+        rollouts_tmp.open("wb") as rollouts_file,
+        failures_tmp.open("w", encoding="utf-8") as failures_file,
     ):
         for index, path in enumerate(paths):
             wanted = lines.get(index, {})
@@ -1018,6 +1035,9 @@ def aggregate(
                     failures_file.write(_failure_line(row) + "\n")
         rollouts_file.flush()
         os.fsync(rollouts_file.fileno())
+    os.replace(failures_tmp, out / FAILURES)
+    os.replace(rollouts_tmp, out / ROLLOUTS)
+    _fsync_dir(out)
     metrics = MetricsAccumulator(success_threshold=success_threshold)
     return RunResult(metrics=_finish(out, metrics), output=out, new=len(chosen))
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from nemo_gym.collect import json_error
 from nemo_gym.errors import ConfigError, require
 from nemo_gym.records import Task
 
@@ -77,7 +78,7 @@ def read_tasks(path: str | os.PathLike[str]) -> Iterator[Task]:
         try:
             row = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+            raise ConfigError(f"{where}: not valid JSON ({json_error(text, exc)})") from exc
         task = _task_of(where, row)
         first = seen.setdefault(task.id, number)
         if first != number:
@@ -112,7 +113,7 @@ def validate_tasks(path: str | os.PathLike[str], *, max_errors: int = 20) -> tup
         try:
             row = json.loads(text)
         except json.JSONDecodeError as exc:
-            errors.append(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})")
+            errors.append(f"{where}: not valid JSON ({json_error(text, exc)})")
         else:
             try:
                 task = _task_of(where, row)
@@ -179,7 +180,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         try:
             row = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+            raise ConfigError(f"{where}: not valid JSON ({json_error(text, exc)})") from exc
         if not isinstance(row, dict):
             raise ConfigError(f"{where}: expected a JSON object, got {row!r:.80}")
         yield where, row

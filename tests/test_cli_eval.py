@@ -328,7 +328,10 @@ def test_env_validate_names_file_line_and_field(
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"id": "a", "prompt": "x"}\n{"id": "b", "prompt": "y"\n')
     assert main(["env", "validate", str(tasks)]) == 2
-    assert "tasks.jsonl:2: not valid JSON" in capsys.readouterr().err
+    assert (
+        "tasks.jsonl:2: not valid JSON (Expecting ',' delimiter at column 28, after field 'prompt')"
+        in (capsys.readouterr().err)
+    )
     run = tmp_path / "run"
     run.mkdir()
     (run / "rollouts.jsonl").write_text(_rollout("t0", 1.0) + "\n" + _rollout("t1", 0.0) + "\n")

@@ -298,3 +298,31 @@ def test_yaml_lines_point_at_every_key(data: dict[str, Any]) -> None:
     for loc in _paths_with_keys(data):
         line = lines[found[loc] - 1]
         assert re.match(rf"^[\s-]*'?{loc[-1]}'?:", line), (loc, line)
+
+
+def test_the_config_page_names_every_field_and_its_examples_load(tmp_path: Path) -> None:
+    from nemo_gym.config import EnvTable, HarnessChange, ModelTable, RunConfig, VariantTable
+
+    docs = Path(__file__).parents[1] / "docs"
+    text = (docs / "config.md").read_text()
+    spans = set(re.findall(r"`([^`]*)`", text))
+    for table in (RunConfig, EnvTable, ModelTable, VariantTable, HarnessChange):
+        missing = [name for name in table.model_fields if name not in spans]
+        assert not missing, f"docs/config.md does not name {table.__name__} fields {missing}"
+    blocks = re.findall(r"```(toml|yaml)\n(.*?)```", text, re.S)
+    assert [kind for kind, _ in blocks] == ["toml", "yaml"]
+    loaded = []
+    for kind, block in blocks:
+        config, source = load_config(write(tmp_path, block, f"example.{kind}"))
+        loaded.append(config)
+        parts = build_parts(config, source)
+        assert [(p.env.name, p.variant, p.limit) for p in parts] == [
+            ("arithmetic", "default", 150),
+            ("arithmetic", "terse", 150),
+            ("bank", "default", 50),
+            ("bank", "terse", 50),
+        ]
+    assert loaded[0] == loaded[1]  # the TOML and the YAML say the same
+    example = docs / "examples" / "smollm2.toml"
+    config, source = load_config(example)
+    assert [p.variant for p in build_parts(config, source)] == ["default", "terse"] * 2

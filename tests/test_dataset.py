@@ -91,7 +91,11 @@ def test_reading_task_rows_names_file_line_and_field(tmp_path: Path) -> None:
     good = {"id": "a", "prompt": "2+2?", "answer": "4"}
     path = tmp_path / "tasks.jsonl"
     path.write_text(json.dumps(good) + "\n" + '{"id": "b", "prompt": "3+3?"\n')
-    with pytest.raises(ConfigError, match=r"tasks.jsonl:2: not valid JSON \(.* at column \d+\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"tasks.jsonl:2: not valid JSON \(Expecting ',' delimiter at column \d+, "
+        r"after field 'prompt'\)",
+    ):
         list(read_tasks(path))
     path.write_text(json.dumps(good) + "\n\n" + json.dumps({**good, "id": "b", "anwser": 4}) + "\n")
     with pytest.raises(ConfigError, match=r"tasks.jsonl:3: field 'anwser': unknown field"):
