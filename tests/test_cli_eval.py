@@ -329,7 +329,7 @@ def test_env_validate_names_file_line_and_field(
     tasks.write_text('{"id": "a", "prompt": "x"}\n{"id": "b", "prompt": "y"\n')
     assert main(["env", "validate", str(tasks)]) == 2
     assert (
-        "tasks.jsonl:2: not valid JSON (Expecting ',' delimiter at column 28, after field 'prompt')"
+        "tasks.jsonl:2: not valid JSON (Expecting ',' delimiter at column 27, after field 'prompt')"
         in (capsys.readouterr().err)
     )
     run = tmp_path / "run"
