@@ -193,3 +193,11 @@ async def test_aggregate_prefers_an_ok_row_and_skips_a_torn_line(tmp_path: Path)
     assert (tmp_path / "m" / "failures.jsonl").read_text() == ""
     with pytest.raises(ConfigError, match="aggregate writes a new run directory"):
         aggregate([tmp_path / "x"], output=tmp_path / "m")
+
+
+async def test_the_files_of_a_run_are_as_readable_as_any_other(tmp_path: Path) -> None:
+    # write_atomic's temporary file is private (0600); it kept that mode when renamed,
+    # so run.json, metrics.json and failures.jsonl were unreadable to a team's others.
+    await gym.collect(env_of("a", 2), ScriptedModel(lambda r: "0"), output=tmp_path)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert len(set(modes.values())) == 1, modes
