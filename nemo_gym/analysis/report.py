@@ -310,12 +310,13 @@ def render(result: Profile) -> str:
             color=COLORS["pass_rate"],
         ),
         svg.bar_chart(
-            failures or [("none", 0.0)],
+            failures,
             plot_id="failures",
             title=f"{PLOTS['failures'].capitalize()} ({metrics.n_failed} failed)",
             ylabel="rollouts",
             color=COLORS["failures"],
             y_max=max(1.0, max((v for _, v in failures), default=1)),
+            empty="no rollout failed",
         ),
         svg.scatter(
             result.length_vs_reward,

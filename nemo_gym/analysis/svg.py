@@ -116,7 +116,10 @@ class _Frame:
 
     def x_axis(self, ticks: Sequence[float], label: str = "") -> None:
         base = self.height - BOTTOM
+        span = (self.x1 - self.x0) * 1e-9
         for tick in ticks:
+            if not self.x0 - span <= tick <= self.x1 + span:
+                continue  # a round tick outside the data's range would fall off the plot
             x = self.x(tick)
             self.add(
                 f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{base}" y2="{base + 4}" stroke="{AXIS}"/>'
@@ -209,10 +212,11 @@ def bar_chart(
     ylabel: str,
     color: str | Sequence[str],
     y_max: float | None = None,
+    empty: str = "nothing to show",
 ) -> str:
     """One labelled vertical bar per (label, value)."""
     if not bars:
-        return _empty(plot_id, title, "nothing to show")
+        return _empty(plot_id, title, empty)
     top = y_max if y_max is not None else max(v for _, v in bars)
     y_ticks = nice_ticks(0, top if top > 0 else 1, 4)
     frame = _Frame(plot_id, title, (0, len(bars)), (0, y_ticks[-1]))
