@@ -107,3 +107,5 @@ def test_bad_input_is_a_clear_error(capsys) -> None:
     assert "needs a model name" in capsys.readouterr().err
     assert main(["eval", "run", "arithmetic", "--env-option", "size"]) == 2
     assert "expected KEY=VALUE" in capsys.readouterr().err
+    assert main(["eval", "run", "arithmetic", "--env-option", "sise=3"]) == 2
+    assert "--env-option: env 'arithmetic' rejected its options" in capsys.readouterr().err

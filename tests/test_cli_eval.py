@@ -486,3 +486,25 @@ def test_progress_lines_without_a_terminal_and_a_bar_with_one() -> None:
     progress.close()
     drawn = stream.getvalue()
     assert "rollouts/s" in drawn and "4/4" in drawn and "failed" in drawn and "\x1b[" in drawn
+
+
+def test_the_walkthrough_commands_parse_and_its_config_is_the_example() -> None:
+    import shlex
+
+    text = (DOCS / "evaluation.md").read_text()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith("gym "):
+                commands.append(shlex.split(line)[1:])
+    assert len(commands) >= 15
+    parser = build_parser()
+    for argv in commands:
+        parser.parse_args(argv)  # exits (fails the test) on a flag the CLI does not have
+
+    def body(toml: str) -> list[str]:
+        return [line for line in toml.splitlines() if line and not line.startswith("#")]
+
+    (shown,) = re.findall(r"```toml\n(.*?)```", text, re.S)
+    assert body(shown) == body((DOCS / "examples" / "smollm2.toml").read_text())

@@ -221,7 +221,14 @@ def run_config(args: argparse.Namespace) -> tuple[Any, Any]:
             for name in args.envs
         ]
         data = {"envs": envs, **{k: v for k, (_, v) in overrides.items()}}
-        source = Source(flags={k: flag for k, (flag, _) in overrides.items()} | _MODEL_FLAGS)
+        flags = {k: flag for k, (flag, _) in overrides.items()} | _MODEL_FLAGS
+        for index in range(len(envs)):
+            flags |= {
+                f"envs[{index}].name": "ENV",
+                f"envs[{index}].options": "--env-option",
+                f"envs[{index}].tasks": "--tasks",
+            }
+        source = Source(flags=flags)
         config = validate_config(data, source)
     sampling = _sampling_flags(args, config.sampling)
     update: dict[str, Any] = {"sampling": sampling}
