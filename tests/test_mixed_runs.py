@@ -201,3 +201,42 @@ async def test_the_files_of_a_run_are_as_readable_as_any_other(tmp_path: Path) -
     await gym.collect(env_of("a", 2), ScriptedModel(lambda r: "0"), output=tmp_path)
     modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
     assert len(set(modes.values())) == 1, modes
+
+
+async def test_reverify_of_a_mixed_run_uses_each_parts_verifier(tmp_path: Path) -> None:
+    # Two registered environments (so run.json can rebuild them) with other verifiers.
+    from nemo_gym import registry
+
+    registry.register("env", "mix-a", EnvA, replace=True)
+    registry.register("env", "mix-b", EnvB, replace=True)
+    try:
+        parts = [Part(gym.make("mix-a")), Part(gym.make("mix-b"), variant="v")]
+        await gym.collect(parts, ScriptedModel(lambda r: "0"), output=tmp_path)
+        result = await gym.reverify(tmp_path)
+        assert result.metrics.by_env["a"].rewards["reward"].mean == 0.5
+        assert result.metrics.by_env["b"].rewards["reward"].mean == 0.25
+    finally:
+        registry.unregister("env", "mix-a")
+        registry.unregister("env", "mix-b")
+
+
+async def half(task: gym.Task, trajectory: gym.Trajectory) -> float:
+    return 0.5
+
+
+async def quarter(task: gym.Task, trajectory: gym.Trajectory) -> float:
+    return 0.25
+
+
+class EnvA(gym.Env):
+    name = "a"
+
+    def __init__(self) -> None:
+        super().__init__(half, tasks=[gym.Task(id="t", prompt="say 0", answer="0")])
+
+
+class EnvB(gym.Env):
+    name = "b"
+
+    def __init__(self) -> None:
+        super().__init__(quarter, tasks=[gym.Task(id="t", prompt="say 0", answer="0")])
