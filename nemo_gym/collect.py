@@ -166,8 +166,17 @@ def numbered_rows(
 
 
 def _count_lines(path: Path, end: int) -> int:
+    """Newlines in the first `end` bytes, read a block at a time (not all at once: a
+    resumed run's file can be larger than memory)."""
+    count = 0
     with path.open("rb") as handle:
-        return handle.read(end).count(b"\n")
+        while end > 0:
+            block = handle.read(min(end, 1 << 20))
+            if not block:
+                break
+            count += block.count(b"\n")
+            end -= len(block)
+    return count
 
 
 def iter_rows(path: Path) -> Iterator[dict[str, Any]]:

@@ -519,10 +519,7 @@ class RunSpec(_Value):
 
 
 class Rollout(_Record):
-    """One finished rollout: the persisted record (one JSON line).
-
-    In a run with variants, `metadata["variant"]` names the variant that produced it.
-    """
+    """One finished rollout: the persisted record (one JSON line)."""
 
     schema_version: int = SCHEMA_VERSION
     run_id: str
@@ -537,6 +534,7 @@ class Rollout(_Record):
     status: Literal["ok", "failed"]
     failure: Failure | None = None
     timings: Timings
+    # In a run with variants, "variant" names the variant that produced the rollout.
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
