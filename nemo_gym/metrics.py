@@ -154,67 +154,79 @@ class MetricsAccumulator:
         """The metrics of every row folded so far: overall, per environment, per variant.
 
         `by_env` has an entry per environment; `by_variant` one per variant (when rows
-        carry one), each with its own `by_env` when the run mixes environments.
+        carry one), each with its own `by_env` when the run mixes environments. One
+        pass over the keys; a breakdown that covers the same rows as another (the one
+        environment of a single run) is computed once.
         """
-        groups = list(self._groups)
-        envs = sorted({env for env, _ in groups if env is not None})
-        variants = sorted({variant for _, variant in groups if variant is not None})
+        partials = self._partials()
+        envs = sorted({env for env, _ in self._groups if env is not None})
+        variants = sorted({variant for _, variant in self._groups if variant is not None})
+        cache: dict[frozenset[int], RunMetrics] = {}
 
-        def selected(env: str | None = None, variant: str | None = None) -> set[int]:
-            return {
+        def summary(env: str | None = None, variant: str | None = None) -> RunMetrics:
+            groups = frozenset(
                 index
                 for (e, v), index in self._groups.items()
                 if (env is None or e == env) and (variant is None or v == variant)
-            }
-
-        by_env = {env: self._summary(selected(env=env)) for env in envs}
-        by_variant: dict[str, RunMetrics] = {}
-        for variant in variants:
-            inner = (
-                {env: self._summary(selected(env, variant)) for env in envs}
-                if len(envs) > 1
-                else {}
             )
-            by_variant[variant] = self._summary(selected(variant=variant), by_env=inner)
-        return self._summary(set(self._groups.values()), by_env=by_env, by_variant=by_variant)
+            if groups not in cache:
+                cache[groups] = self._summary([partials[g] for g in sorted(groups)])
+            return cache[groups]
 
-    def _summary(
-        self,
-        groups: set[int],
-        *,
-        by_env: dict[str, RunMetrics] | None = None,
-        by_variant: dict[str, RunMetrics] | None = None,
-    ) -> RunMetrics:
-        envs = {index: env for (env, _), index in self._groups.items()}
-        by_kind: dict[str, int] = {}
-        by_code: dict[str, int] = {}
-        per_task: dict[tuple[int, str], list[int]] = {}  # -> [ok samples, passing samples]
-        tasks: set[tuple[str | None, str]] = set()
-        rewards: list[float] = []
-        ok_slots: list[int] = []
-        n_rollouts = reported = no_answer = 0
+        by_env = {env: summary(env=env) for env in envs}
+        by_variant = {}
+        for variant in variants:
+            inner = {env: summary(env, variant) for env in envs} if len(envs) > 1 else {}
+            by_variant[variant] = summary(variant=variant).model_copy(update={"by_env": inner})
+        return summary().model_copy(update={"by_env": by_env, "by_variant": by_variant})
+
+    def _partials(self) -> list[_Partial]:
+        """Per group, in one pass over the keys: what its metrics are made of."""
         threshold = self.success_threshold
+        partials = [_Partial(group) for group in range(len(self._groups))]
         for (group, task_id, _), slot in self._slots.items():
-            if group not in groups:
-                continue
-            n_rollouts += 1
-            tasks.add((envs[group], task_id))
+            part = partials[group]
+            part.n_rollouts += 1
+            part.tasks.add(task_id)
             outcome = self._outcome[slot]
             if outcome >= 0:
                 kind, code = self._failures[outcome]
-                by_kind[kind] = by_kind.get(kind, 0) + 1
-                by_code[code] = by_code.get(code, 0) + 1
+                part.by_kind[kind] = part.by_kind.get(kind, 0) + 1
+                part.by_code[code] = part.by_code.get(code, 0) + 1
                 continue
-            ok_slots.append(slot)
+            part.ok_slots.append(slot)
             reward = self._reward[slot]
-            rewards.append(reward)
-            counts = per_task.setdefault((group, task_id), [0, 0])
+            part.rewards.append(reward)
+            counts = part.per_task.setdefault(task_id, [0, 0])
             counts[0] += 1
             counts[1] += reward >= threshold
             flag = self._no_answer[slot]
             if flag != 2:
-                reported += 1
-                no_answer += flag
+                part.reported += 1
+                part.no_answer += flag
+        return partials
+
+    def _summary(self, parts: list[_Partial]) -> RunMetrics:
+        by_kind: dict[str, int] = {}
+        by_code: dict[str, int] = {}
+        for part in parts:
+            for kind, n in part.by_kind.items():
+                by_kind[kind] = by_kind.get(kind, 0) + n
+            for code, n in part.by_code.items():
+                by_code[code] = by_code.get(code, 0) + n
+        if len(parts) == 1:  # the common case: no copies
+            rewards, ok_slots = parts[0].rewards, parts[0].ok_slots
+        else:
+            rewards = [r for part in parts for r in part.rewards]
+            ok_slots = [s for part in parts for s in part.ok_slots]
+        # A group is one (environment, variant): its tasks are its own for pass@k; the
+        # same task id under two variants is one task of its environment for n_tasks.
+        envs = {index: env for (env, _), index in self._groups.items()}
+        if len({envs[part.group] for part in parts}) == 1:
+            n_tasks = len(set().union(*(part.tasks for part in parts)))
+        else:
+            n_tasks = len({(envs[part.group], t) for part in parts for t in part.tasks})
+        counts = [c for part in parts for c in part.per_task.values()]
         stats: dict[str, Stats] = {}
         if rewards:
             stats["reward"] = _stats(rewards)
@@ -223,29 +235,57 @@ class MetricsAccumulator:
             if present:
                 stats[name] = _stats(present)
         pass_k: dict[int, float] = {}
-        if per_task:
-            smallest = min(n for n, _ in per_task.values())
+        if counts:
+            smallest = min(n for n, _ in counts)
             k = 1
             while k <= smallest:
-                total = math.fsum(pass_at_k(n, c, k) for n, c in per_task.values())
-                pass_k[k] = total / len(per_task)
+                total = math.fsum(pass_at_k(n, c, k) for n, c in counts)
+                pass_k[k] = total / len(counts)
                 k *= 2
+        n_rollouts = sum(part.n_rollouts for part in parts)
         n_failed = sum(by_kind.values())
+        reported = sum(part.reported for part in parts)
+        no_answer = sum(part.no_answer for part in parts)
         return RunMetrics(
             n_rollouts=n_rollouts,
             n_ok=n_rollouts - n_failed,
             n_failed=n_failed,
-            n_tasks=len(tasks),
+            n_tasks=n_tasks,
             failures_by_kind=by_kind,
             failures_by_code=by_code,
             rewards=stats,
             pass_at_k=pass_k,
-            success_threshold=threshold,
+            success_threshold=self.success_threshold,
             n_no_answer=no_answer,
             no_answer_rate=no_answer / reported if reported else None,
-            by_env=by_env or {},
-            by_variant=by_variant or {},
         )
+
+
+class _Partial:
+    """What one group's metrics are made of (see `MetricsAccumulator._partials`)."""
+
+    __slots__ = (
+        "by_code",
+        "by_kind",
+        "group",
+        "n_rollouts",
+        "no_answer",
+        "ok_slots",
+        "per_task",
+        "reported",
+        "rewards",
+        "tasks",
+    )
+
+    def __init__(self, group: int) -> None:
+        self.group = group
+        self.n_rollouts = self.reported = self.no_answer = 0
+        self.by_kind: dict[str, int] = {}
+        self.by_code: dict[str, int] = {}
+        self.tasks: set[str] = set()
+        self.per_task: dict[str, list[int]] = {}  # task id -> [ok samples, passing]
+        self.rewards: list[float] = []
+        self.ok_slots: list[int] = []
 
 
 def compute_metrics(
