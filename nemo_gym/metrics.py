@@ -176,7 +176,11 @@ class MetricsAccumulator:
         by_env = {env: summary(env=env) for env in envs}
         by_variant = {}
         for variant in variants:
-            inner = {env: summary(env, variant) for env in envs} if len(envs) > 1 else {}
+            inner = (
+                {env: summary(env, variant) for env in envs if (env, variant) in self._groups}
+                if len(envs) > 1
+                else {}
+            )
             by_variant[variant] = summary(variant=variant).model_copy(update={"by_env": inner})
         return summary().model_copy(update={"by_env": by_env, "by_variant": by_variant})
 

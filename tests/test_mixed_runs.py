@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nemo_gym as gym
 from nemo_gym.collect import Part, aggregate
@@ -240,3 +242,41 @@ class EnvB(gym.Env):
 
     def __init__(self) -> None:
         super().__init__(quarter, tasks=[gym.Task(id="t", prompt="say 0", answer="0")])
+
+
+ROW = st.builds(
+    lambda env, variant, task, repeat, reward, fail: {
+        "env": env,
+        "task_id": task,
+        "repeat": repeat,
+        "metadata": {} if variant is None else {"variant": variant},
+        **(
+            {"status": "failed", "failure": {"kind": "model", "code": "x"}}
+            if fail
+            else {"status": "ok", "rewards": {"reward": reward}}
+        ),
+    },
+    st.sampled_from(["a", "b"]),
+    st.sampled_from([None, "v", "w"]),
+    st.sampled_from(["t0", "t1", "t2"]),
+    st.integers(0, 2),
+    st.sampled_from([0.0, 0.5, 1.0]),
+    st.booleans(),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(ROW, max_size=40))
+def test_each_breakdown_is_the_metrics_of_its_own_rows(rows: list[dict[str, Any]]) -> None:
+    whole = compute_metrics(rows)
+    for env, metrics in whole.by_env.items():
+        alone = compute_metrics([r for r in rows if r["env"] == env])
+        assert metrics == alone.model_copy(update={"by_env": {}, "by_variant": {}})
+    for variant, metrics in whole.by_variant.items():
+        alone = compute_metrics([r for r in rows if r["metadata"].get("variant") == variant])
+        if len(whole.by_env) > 1:
+            assert metrics.by_env == alone.by_env
+        assert metrics.model_copy(update={"by_env": {}}) == alone.model_copy(
+            update={"by_env": {}, "by_variant": {}}
+        )
+    assert whole.n_rollouts == sum(m.n_rollouts for m in whole.by_env.values())
