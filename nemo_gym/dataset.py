@@ -161,7 +161,7 @@ def source_rows(
         elif suffix == ".csv":
             yield from _csv_rows(path)
         elif suffix == ".parquet":
-            yield from _hf_rows(str(path), _load_hf("parquet", None, split, data_files=str(path)))
+            yield from _parquet_rows(path)
         else:
             raise ConfigError(
                 f"{path}: unknown file type {suffix!r}; use .jsonl, .json, .csv, .parquet"
@@ -206,6 +206,15 @@ def _csv_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         reader = csv.DictReader(handle)
         for row in reader:
             yield f"{path}:{reader.line_num}", dict(row)
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    parquet = require("pyarrow.parquet", "datasets")
+    index = 0
+    for batch in parquet.ParquetFile(str(path)).iter_batches(batch_size=1024):
+        for row in batch.to_pylist():
+            yield f"{path}: row {index}", row
+            index += 1
 
 
 def _load_hf(name: str, config: str | None, split: str | None, **kwargs: Any) -> Any:

@@ -145,3 +145,16 @@ def test_prepared_rows_read_back_as_the_tasks_they_describe(
     back = list(read_tasks(tmp / "tasks.jsonl"))
     expected = [gym.Task(prompt=p, answer=a, metadata={"n": i}) for i, (p, a) in enumerate(pairs)]
     assert back == expected
+
+
+def test_prepare_reads_parquet_and_json(tmp_path: Path) -> None:
+    pytest.importorskip("datasets")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table({"question": ["a?", "b?"], "answer": ["1", "2"]})
+    pq.write_table(table, tmp_path / "data.parquet")
+    assert prepare(tmp_path / "data.parquet", tmp_path / "p.jsonl").rows == 2
+    (tmp_path / "data.json").write_text(json.dumps({"data": [{"input": "x", "target": "y"}]}))
+    done = prepare(tmp_path / "data.json", tmp_path / "j.jsonl")
+    assert (done.rows, done.prompt, done.answer) == (1, "input", "target")
+    assert [t.answer for t in read_tasks(tmp_path / "p.jsonl")] == ["1", "2"]
