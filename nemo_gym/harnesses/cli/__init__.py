@@ -340,9 +340,9 @@ class CLIAgent(Described):
         name = self.adapter.name
         tail = (result.stderr.strip() or result.stdout.strip())[-2000:]
         if result.timed_out:
-            error = RolloutTimeout(f"{name} ran past its {self.timeout:g}s timeout\n{tail}")
-            error.code = "agent_timeout"
-            raise error
+            raise RolloutTimeout(
+                f"{name} ran past its {self.timeout:g}s timeout\n{tail}", code="agent_timeout"
+            )
         if result.exit_code != 0 and self.fail_on_exit:
             raise HarnessError(
                 f"{name} exited with status {result.exit_code}\n{tail}", code="agent_exit"
