@@ -84,6 +84,12 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "single_turn": "nemo_gym.harnesses:SingleTurn",
         "tool_loop": "nemo_gym.harnesses:ToolLoop",
         "multi_step": "nemo_gym.harnesses:MultiStep",
+        "remote_agent": "nemo_gym.harnesses.remote:RemoteAgent",
+        "cli_agent": "nemo_gym.harnesses.cli:CLIAgent",
+        "codex": "nemo_gym.harnesses.cli.adapters:Codex",
+        "claude_code": "nemo_gym.harnesses.cli.adapters:ClaudeCode",
+        "opencode": "nemo_gym.harnesses.cli.adapters:OpenCode",
+        "mini_swe_agent": "nemo_gym.harnesses.cli.adapters:MiniSWEAgent",
         "langgraph": "nemo_gym.interop.langgraph:LangGraphAgent",
         "reflection": "nemo_gym.harnesses.langgraph:Reflection",
         "orchestrator": "nemo_gym.harnesses.langgraph:Orchestrator",
@@ -380,6 +386,10 @@ def build(kind: Kind | Spec, name: str | None = None, /, **options: Any) -> Any:
     return _construct(entry, options, entry.target_path)
 
 
+SECRET_OPTIONS = frozenset({"api_key"})
+"""Options never recorded in a spec, whatever the factory (besides its `spec_exclude`)."""
+
+
 def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any:
     factory = entry.load()
     try:
@@ -387,11 +397,14 @@ def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any
     except TypeError as exc:
         raise ConfigError(f"{entry.kind} {entry.id!r} rejected its options: {exc}") from exc
     version = entry.version or _attr_version(obj)
+    # What the factory itself never records (a `Described` class's `spec_exclude`:
+    # secrets, large data) is not recorded when it is built by name either.
+    excluded = SECRET_OPTIONS | getattr(factory, "spec_exclude", frozenset())
     spec = Spec(
         kind=entry.kind,
         name=entry.name,
         version=version,
-        options=jsonable_options(options),
+        options=jsonable_options({k: v for k, v in options.items() if k not in excluded}),
         target=target,
     )
     remember(obj, spec)

@@ -69,3 +69,12 @@ def test_registry_page_spec_example_is_true() -> None:
         "# ", ""
     ).replace("Spec(", "").replace(")", "")
     assert gym.make(spec).to_spec() == spec
+
+
+async def test_writing_a_harness_page_example_runs() -> None:
+    blocks = python_blocks("writing-a-harness.md")
+    namespace: dict = {}
+    exec(next(b for b in blocks if "class AskTwice" in b), namespace)
+    test = next(b for b in blocks if "async def test_ask_twice" in b)
+    exec(test, namespace)
+    await namespace["test_ask_twice"]()

@@ -375,7 +375,7 @@ class HarborEnv(Env):
         return SandboxSpec(
             image=image,
             workdir=harbor.field("environment", "workdir", str, None) or DEFAULT_WORKDIR,
-            network=bool(harbor.field("environment", "allow_internet", bool, None)),
+            network="host" if harbor.field("environment", "allow_internet", bool, None) else "none",
             env={str(k): str(v) for k, v in env.items()},
             limits=ResourceLimits(
                 cpu_seconds=None,

@@ -46,7 +46,7 @@ def test_a_dataset_folder_of_task_directories() -> None:
     assert harbor["path"].endswith("write-greeting")
     assert [t.id for t in HarborEnv(TASKS / "fix-add").tasks()] == ["fix-add"]
     spec = env.spec_for(env.harbor_tasks()["write-greeting"], "img")
-    assert (spec.image, spec.workdir, spec.network) == ("img", "/app", False)
+    assert (spec.image, spec.workdir, spec.network) == ("img", "/app", "none")
     assert spec.limits.memory_bytes == 512 * 2**20
 
 

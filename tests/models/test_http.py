@@ -300,9 +300,9 @@ def test_the_clis_openai_models_take_the_fast_path(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     for kind in ("openai", "openai-responses", "openai-completions"):
-        model = parse_model(f"{kind}:policy", base_url="http://127.0.0.1:8000/v1", api_key=None)
+        model = parse_model(f"{kind}:policy", base_url="http://127.0.0.1:8000/v1")
         assert model.transport == "fast"  # type: ignore[attr-defined]
-    anthropic = parse_model("anthropic:claude", base_url="http://127.0.0.1:8001", api_key=None)
+    anthropic = parse_model("anthropic:claude", base_url="http://127.0.0.1:8001")
     assert anthropic.transport == "fast"  # type: ignore[attr-defined]
 
 
