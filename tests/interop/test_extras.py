@@ -41,3 +41,13 @@ def test_import_nemo_gym_loads_no_interop_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_agent_tag_is_never_sent_to_a_backend() -> None:
+    from nemo_gym.records import Message, ModelRequest
+    from nemo_gym.wire import anthropic, openai_chat, openai_responses
+
+    request = ModelRequest(messages=(Message.user("hi"),), agent="critic")
+    for wire in (openai_chat, openai_responses, anthropic):
+        body, _ = wire.build_request(request, model="m")
+        assert "critic" not in repr(body), wire.__name__
