@@ -67,6 +67,15 @@ def derive_seed(run_seed: int, task_id: str, repeat: int) -> int:
     return int.from_bytes(digest, "big") & 0x7FFFFFFF
 
 
+def call_seed(seed: int, index: int) -> int:
+    """The seed of call `index` (0-based) of a rollout whose repeat seed is `seed`.
+
+    Call 0 uses `seed` itself (so a single-turn rollout's call has `Rollout.seed`); later
+    calls derive their own from it, in the order the harness makes them.
+    """
+    return seed if index == 0 else derive_seed(seed, "call", index)
+
+
 def _error_type(exc: BaseException) -> str:
     wrapped = exc.error_type if isinstance(exc, NemoGymError) else None
     return wrapped or type(exc).__qualname__
@@ -78,7 +87,7 @@ class RecordingModel:
     the trajectory. An empty reply (no content, no tool calls) is an `empty_response`
     model failure."""
 
-    __slots__ = ("_given", "_merged", "calls", "model", "model_s", "sampling", "seed")
+    __slots__ = ("_given", "_merged", "_started", "calls", "model", "model_s", "sampling", "seed")
 
     def __init__(
         self, model: Model, calls: list[ModelCall], sampling: Sampling | None, seed: int | None
@@ -90,15 +99,24 @@ class RecordingModel:
         self.model_s = 0.0
         self._given: Sampling | None = None
         self._merged: Sampling | None = None
+        self._started = 0
 
     def _sampling(self, given: Sampling) -> Sampling:
         # A harness sends the same Sampling object every turn: merge it once.
         if given is not self._given:
             merged = given if self.sampling is None else self.sampling.merged_over(given)
-            if self.seed is not None and merged.seed != self.seed:
-                merged = merged.model_copy(update={"seed": self.seed})
             self._given, self._merged = given, merged
-        return self._merged  # type: ignore[return-value]
+        merged = self._merged
+        if self.seed is not None:
+            # Each call of the rollout gets a seed of its own (the first one the repeat's
+            # seed itself): parallel calls with one prompt (several thinkers, sub-agents)
+            # must not draw the same sample.
+            index = self._started
+            self._started += 1
+            seed = self.seed if index == 0 else call_seed(self.seed, index)
+            if merged.seed != seed:  # type: ignore[union-attr]
+                merged = replace(merged, seed=seed)  # type: ignore[arg-type]
+        return merged  # type: ignore[return-value]
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         sampling = self._sampling(request.sampling)

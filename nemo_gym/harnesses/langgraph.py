@@ -460,9 +460,9 @@ def parallel_thinking_graph(
     every attempt and gives the final answer.
 
     Thinkers get no tools (concurrent calls on one stateful tool world would race).
-    `hint` (with `{number}` and `{n}`) is added to each thinker's system prompt: the
-    runner sends every call of a repeat the same seed, so without a difference in the
-    prompt a seeded backend would give all thinkers one answer.
+    `hint` (with `{number}` and `{n}`) is added to each thinker's system prompt, so the
+    thinkers are told apart in their own context (each call also gets a seed of its own
+    from the runner; `hint=None` leaves the prompts identical).
     """
     if n < 1:
         raise ValueError("n must be >= 1")

@@ -357,10 +357,14 @@ def test_patterns_are_registered_and_rebuild_from_their_spec(name, cls, options)
     assert isinstance(gym.registry.build(spec), cls)
 
 
-async def test_a_pattern_runs_through_rollouts_and_keeps_the_repeat_seed() -> None:
+async def test_a_pattern_runs_through_rollouts_with_a_seed_per_call() -> None:
+    from nemo_gym.runner import call_seed
+
     model = TokenModel(lambda r: "APPROVED" if r.agent == "critic" else "5")
     seen = [r async for r in gym.rollouts(Counter(), model, harness=Reflection(), repeats=2)]
     assert len(seen) == 2 and all(r.ok for r in seen)
     for rollout in seen:
-        seeds = {c.request.sampling.seed for c in rollout.trajectory.model_calls}
-        assert seeds == {rollout.seed} and rollout.seed is not None
+        seeds = [c.request.sampling.seed for c in rollout.trajectory.model_calls]
+        assert rollout.seed is not None and seeds[0] == rollout.seed
+        assert seeds == [call_seed(rollout.seed, i) for i in range(len(seeds))]
+        assert len(set(seeds)) == len(seeds)
