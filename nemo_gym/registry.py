@@ -65,11 +65,11 @@ ENTRY_POINT_GROUPS: dict[Kind, str] = {
 # Built-ins by import path: nothing is imported until it is asked for.
 _BUILTINS: dict[Kind, dict[str, str]] = {
     "env": {
-        "arithmetic": "nemo_gym.envs.arithmetic:Arithmetic",
-        "arithmetic_small": "nemo_gym.envs.arithmetic:ArithmeticSmall",
-        "bank": "nemo_gym.envs.bank:Bank",
-        "guess_number": "nemo_gym.envs.guess_number:GuessNumber",
-        "code": "nemo_gym.envs.code:CodeEnv",
+        "arithmetic": "nemo_gym.envs.math.arithmetic:Arithmetic",
+        "arithmetic_small": "nemo_gym.envs.math.arithmetic:ArithmeticSmall",
+        "bank": "nemo_gym.envs.tools.bank:Bank",
+        "guess_number": "nemo_gym.envs.games.guess_number:GuessNumber",
+        "code": "nemo_gym.envs.code.programs:CodeEnv",
     },
     "model": {
         "local": "nemo_gym.models.local:Local",

@@ -2,17 +2,27 @@
 
 Neither is required (the protocols are structural), but most environments are a
 subclass of `Env` that overrides `tasks()` and, for tools or state, `open()`.
+
+An environment says what it is in class attributes (`name`, `version`, `domain`,
+`verification`, `source`, `license`, `requires`; the first docstring line is its
+description), which `gym list` and the catalog page read, and how to solve a task:
+`oracle(task)` returns the assistant turns that earn `oracle_reward(task)` (its gold
+answer, written the way the prompt asks), `wrong(task)` turns that must earn less.
+`gym.check_env` and the tests replay both through the real harness and verifier.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from nemo_gym.protocols import Harness, Sandbox, Verifier, VerifyFunction, as_verifier
-from nemo_gym.records import Task
+from nemo_gym.records import Message, Task
 from nemo_gym.registry import Described
 from nemo_gym.tools import Tool
+
+Turns = list[Message]
+"""Scripted assistant turns, served in order to the harness (one per model call)."""
 
 
 class BasicEpisode:
@@ -74,6 +84,13 @@ class Env(Described):
     name: str = "env"
     version: str | None = None
     harness: Harness | None = None
+    domain: ClassVar[str] = "other"
+    verification: ClassVar[str] = ""
+    source: ClassVar[str] = ""
+    license: ClassVar[str] = ""
+    requires: ClassVar[tuple[str, ...]] = ()
+    splits: ClassVar[tuple[str, ...]] = ("test",)
+    max_reward: ClassVar[float] = 1.0
 
     def __init__(
         self,
@@ -97,6 +114,22 @@ class Env(Described):
 
     async def open(self, task: Task) -> BasicEpisode:
         return BasicEpisode()
+
+    def oracle(self, task: Task) -> Turns | None:
+        """The assistant turns that solve `task`, or None when there is no oracle.
+
+        Built from the gold answer and written the way the prompt asks, so replaying
+        them through the harness and the verifier must score `oracle_reward(task)`.
+        """
+        return None
+
+    def oracle_reward(self, task: Task) -> float:
+        """What the oracle earns on `task`: `max_reward` unless the task caps it."""
+        return self.max_reward
+
+    def wrong(self, task: Task) -> Turns:
+        """Assistant turns that must score below the oracle (by default: no answer)."""
+        return [Message.assistant("I do not know.")]
 
     async def aclose(self) -> None:
         """Release what the environment holds; it stays usable (see `nemo_gym.lifecycle`)."""
