@@ -7,6 +7,7 @@ from typing import Any
 
 from nemo_gym import errors, harnesses, lifecycle, models, registry
 from nemo_gym.catalog import EnvInfo, env_info, list_envs, make, register
+from nemo_gym.checker import CheckReport, EnvCheckError, acheck_env, check_env
 from nemo_gym.collect import RunResult, collect, evaluate, read_rollouts, reverify, run_sync
 from nemo_gym.envs.base import BasicEpisode, Env
 from nemo_gym.metrics import compute_metrics, pass_at_k
@@ -62,6 +63,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BasicEpisode",
+    "CheckReport",
+    "EnvCheckError",
     "Env",
     "EnvInfo",
     "Environment",
@@ -96,7 +99,9 @@ __all__ = [
     "Trajectory",
     "Usage",
     "Verifier",
+    "acheck_env",
     "as_verifier",
+    "check_env",
     "collect",
     "compute_metrics",
     "derive_seed",

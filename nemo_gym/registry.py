@@ -4,7 +4,12 @@ Five kinds are registered: environments (`env`), models (`model`), harnesses
 (`harness`), verifiers (`verifier`) and sandbox providers (`sandbox`). A name resolves
 by one rule, the same for every kind:
 
-    registered at run time  >  built in  >  entry point (plugin)
+    registered at run time  >  built in  >  local folder (envs)  >  entry point (plugin)
+
+Local folders hold one-file environments: `<dir>/<name>.py` defines the environment
+`name` (a factory called `environment`, or the `Env` subclass whose `name` is the
+file's). They are searched in the order given by `add_search_dir` and then the
+`NEMO_GYM_ENV_PATH` environment variable (`os.pathsep`-separated).
 
 Registering over a built-in name needs `replace=True`; a plugin never shadows a
 built-in. A name may carry a version, `name@2`; a bare name resolves to the highest
@@ -23,12 +28,15 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import inspect
+import os
 import re
+import sys
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,6 +45,7 @@ from nemo_gym.errors import ConfigError
 
 __all__ = [
     "ENTRY_POINT_GROUPS",
+    "SEARCH_PATH_VARIABLE",
     "Described",
     "Entry",
     "Kind",
@@ -45,7 +54,9 @@ __all__ = [
     "entries",
     "lookup",
     "names",
+    "add_search_dir",
     "register",
+    "search_dirs",
     "spec_of",
     "unregister",
 ]
@@ -67,6 +78,11 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
     "env": {
         "arithmetic": "nemo_gym.envs.math.arithmetic:Arithmetic",
         "arithmetic_small": "nemo_gym.envs.math.arithmetic:ArithmeticSmall",
+        "algebra": "nemo_gym.envs.math.algebra:Algebra",
+        "gsm8k": "nemo_gym.envs.math.gsm8k:GSM8K",
+        "math": "nemo_gym.envs.math.math_dataset:MATHEnv",
+        "aime": "nemo_gym.envs.math.aime:AIME",
+        "polymath": "nemo_gym.envs.math.polymath:PolyMath",
         "bank": "nemo_gym.envs.tools.bank:Bank",
         "guess_number": "nemo_gym.envs.games.guess_number:GuessNumber",
         "code": "nemo_gym.envs.code.programs:CodeEnv",
@@ -111,7 +127,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
     },
 }
 
-Source = Literal["registered", "builtin", "plugin"]
+Source = Literal["registered", "builtin", "local", "plugin"]
 Factory = Callable[..., Any]
 
 
@@ -304,6 +320,71 @@ def refresh_plugins() -> None:
     _plugin_map.cache_clear()
 
 
+SEARCH_PATH_VARIABLE = "NEMO_GYM_ENV_PATH"
+_search_dirs: list[Path] = []
+
+
+def add_search_dir(path: str | os.PathLike[str]) -> None:
+    """Search `path` for one-file environments (`<name>.py`), before NEMO_GYM_ENV_PATH."""
+    folder = Path(path).expanduser().resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"environment search folder {str(path)!r} is not a folder")
+    if folder not in _search_dirs:
+        _search_dirs.append(folder)
+
+
+def search_dirs() -> list[Path]:
+    """The folders searched for local environments, in order."""
+    found = list(_search_dirs)
+    for part in os.environ.get(SEARCH_PATH_VARIABLE, "").split(os.pathsep):
+        folder = Path(part).expanduser().resolve() if part.strip() else None
+        if folder is not None and folder.is_dir() and folder not in found:
+            found.append(folder)
+    return found
+
+
+def _local_names() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder in search_dirs():
+        for file in sorted(folder.glob("*.py")):
+            if not file.stem.startswith("_") and _NAME.match(file.stem):
+                found.setdefault(file.stem, file)
+    return found
+
+
+def _load_local(name: str, file: Path) -> Factory:
+    module_name = f"nemo_gym_local_envs.{name}"
+    module = sys.modules.get(module_name)
+    if module is None or getattr(module, "__file__", None) != str(file):
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        if spec is None or spec.loader is None:
+            raise ConfigError(f"{file}: cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            del sys.modules[module_name]
+            raise ConfigError(f"{file}: importing it raised {type(exc).__name__}: {exc}") from exc
+    factory = getattr(module, "environment", None)
+    if callable(factory):
+        return factory
+    classes = [
+        value
+        for value in vars(module).values()
+        if inspect.isclass(value)
+        and value.__module__ == module_name
+        and getattr(value, "name", None) == name
+        and callable(getattr(value, "tasks", None))
+    ]
+    if len(classes) != 1:
+        raise ConfigError(
+            f"{file}: define a factory called `environment`, or one environment class "
+            f"whose `name` is {name!r} (found {len(classes)})"
+        )
+    return classes[0]
+
+
 def _candidates(kind: Kind, name: str) -> list[Entry]:
     """Every entry under `name`, by the precedence rule (first source that has it)."""
     registered = _registered[kind].get(name)
@@ -316,6 +397,10 @@ def _candidates(kind: Kind, name: str) -> list[Entry]:
     ]
     if builtins:
         return builtins
+    if kind == "env":
+        file = _local_names().get(name)
+        if file is not None:
+            return [Entry(kind, name, _load_local(name, file), "local")]
     plugin = _plugin_map(kind).get(name)
     if plugin is not None:
         return [Entry(kind, name, plugin.value, "plugin")]
@@ -346,6 +431,8 @@ def names(kind: Kind) -> list[str]:
     kind = _check_kind(kind)
     found = {key.partition("@")[0] for key in _BUILTINS[kind]}
     found.update(_registered[kind])
+    if kind == "env":
+        found.update(_local_names())
     found.update(_plugin_map(kind))
     return sorted(found)
 

@@ -178,12 +178,18 @@ def _eval_reverify(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from nemo_gym.catalog import list_envs
+    from nemo_gym.catalog import catalog_markdown, list_envs
 
-    infos = list_envs()
-    width = max((len(info.name) for info in infos), default=4)
+    infos = list_envs(getattr(args, "domain", None), search_dirs=args.search_dir)
+    if args.markdown:
+        print(catalog_markdown(infos), end="")
+        return 0
+    width = max((len(info.id) for info in infos), default=4)
+    domain_width = max((len(info.domain) for info in infos), default=6)
     for info in infos:
-        print(f"{info.name:<{width}}  {info.domain:<12}  {info.description}")
+        print(f"{info.id:<{width}}  {info.domain:<{domain_width}}  {info.description}")
+    domains = sorted({info.domain for info in infos})
+    print(f"{len(infos)} environments in {len(domains)} domains: {', '.join(domains)}")
     return 0
 
 
@@ -198,7 +204,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gym", description="nemo_gym: RL environments for LLMs")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("list", help="list environments").set_defaults(func=_list)
+    listing = commands.add_parser("list", help="list environments")
+    listing.add_argument(
+        "--search-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also list one-file environments (NAME.py) in DIR (as NEMO_GYM_ENV_PATH does)",
+    )
+    listing.add_argument(
+        "--markdown", action="store_true", help="print the catalog page (docs/catalog.md)"
+    )
+    listing.set_defaults(func=_list)
     commands.add_parser(
         "schema", help="print the JSON Schema of a rollouts.jsonl line"
     ).set_defaults(func=_schema)

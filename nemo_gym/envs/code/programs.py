@@ -48,6 +48,7 @@ class CodeEnv(Env):
     version = "1"
     domain = "code"
     verification = "stdin/stdout and function tests run in a sandbox (CodeVerifier)"
+    requires = ("sandbox",)
     source = "27 problems written by us; APPS / LiveCodeBench layouts via dataset="
     license = "Apache-2.0"
     splits = ("train", "test")
