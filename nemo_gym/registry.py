@@ -95,6 +95,11 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "bank": "nemo_gym.envs.tools.bank:Bank",
         "guess_number": "nemo_gym.envs.games.guess_number:GuessNumber",
         "code": "nemo_gym.envs.code.programs:CodeEnv",
+        "humaneval": "nemo_gym.envs.code.humaneval:HumanEval",
+        "mbpp": "nemo_gym.envs.code.mbpp:MBPP",
+        "livecodebench": "nemo_gym.envs.code.livecodebench:LiveCodeBench",
+        "ifeval": "nemo_gym.envs.instructions.ifeval:IFEval",
+        "ifbench": "nemo_gym.envs.instructions.ifbench:IFBench",
     },
     "model": {
         "local": "nemo_gym.models.local:Local",
