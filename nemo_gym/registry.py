@@ -100,6 +100,9 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "livecodebench": "nemo_gym.envs.code.livecodebench:LiveCodeBench",
         "ifeval": "nemo_gym.envs.instructions.ifeval:IFEval",
         "ifbench": "nemo_gym.envs.instructions.ifbench:IFBench",
+        "json_schema": "nemo_gym.envs.structured.json_schema:JSONSchemaEnv",
+        "formats": "nemo_gym.envs.structured.formats:Formats",
+        "line_format": "nemo_gym.envs.structured.line_format:LineFormat",
     },
     "model": {
         "local": "nemo_gym.models.local:Local",

@@ -38,6 +38,7 @@ __all__ = [
     "FORMATS",
     "DocumentVerifier",
     "ParsedDocument",
+    "document_from_paths",
     "dump_document",
     "extract_document",
     "parse_document",
@@ -273,6 +274,42 @@ def _path_tokens(path: str) -> list[str]:
             buffer += char
         i += 1
     return [*tokens, buffer] if buffer else tokens
+
+
+def _new(rest: Sequence[str]) -> Any:
+    if not rest:
+        return "value"
+    return [] if rest[0] == "*" or rest[0].startswith("[") else {}
+
+
+def _put(node: Any, tokens: Sequence[str], xml: bool) -> None:
+    token, rest = tokens[0], tokens[1:]
+    if token == "*" or token.startswith("["):
+        index = None if token == "*" else int(token[1:-1])
+        while len(node) < max(2, (index or 0) + 1):
+            node.append(_new(rest))
+        for item in node if index is None else [node[index]]:
+            if rest:
+                _put(item, rest, xml)
+        return
+    key = token if xml or not token.startswith("@") else token[1:]
+    if not rest:
+        node.setdefault(key, "value")
+        return
+    wanted = type(_new(rest))
+    if not isinstance(node.get(key), wanted):
+        node[key] = _new(rest)
+    _put(node[key], rest, xml)
+
+
+def document_from_paths(paths: Sequence[str], fmt: str) -> Any:
+    """A document in which every StructEval path exists (what an oracle can reply with)."""
+    if paths and all(p.startswith("csv::") for p in paths):
+        return [{p[5:]: f"v{i}" for p in paths} for i in range(2)]
+    document: dict[str, Any] = {}
+    for path in paths:
+        _put(document, _path_tokens(path), _check_format(fmt) == "xml")
+    return document
 
 
 def path_exists(document: Any, path: str) -> bool:
