@@ -99,6 +99,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "retail": "nemo_gym.envs.agents.retail:Retail",
         "airline": "nemo_gym.envs.agents.airline:Airline",
         "calendar": "nemo_gym.envs.agents.calendar:Calendar",
+        "text_to_sql": "nemo_gym.envs.sql.text_to_sql:TextToSQL",
         "guess_number": "nemo_gym.envs.games.guess_number:GuessNumber",
         "code": "nemo_gym.envs.code.programs:CodeEnv",
         "humaneval": "nemo_gym.envs.code.humaneval:HumanEval",
