@@ -105,6 +105,10 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "multikey_retrieval": "nemo_gym.envs.long_context.multikey_retrieval:MultiKeyRetrieval",
         "graphwalks": "nemo_gym.envs.long_context.graphwalks:GraphWalks",
         "mrcr": "nemo_gym.envs.long_context.mrcr:MRCR",
+        "translation": "nemo_gym.envs.translation.translation:Translation",
+        "reasoning_gym": "nemo_gym.envs.reasoning.reasoning_gym:ReasoningGym",
+        "arc_agi": "nemo_gym.envs.reasoning.arc_agi:ARCAGI",
+        "spartqa": "nemo_gym.envs.reasoning.spartqa:SpartQA",
         "guess_number": "nemo_gym.envs.games.guess_number:GuessNumber",
         "wordle": "nemo_gym.envs.games.wordle:Wordle",
         "blackjack": "nemo_gym.envs.games.blackjack:Blackjack",
@@ -161,6 +165,12 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
 }
 
 Source = Literal["registered", "builtin", "local", "plugin"]
+
+# Built-in families: `prefix<member>` names, each built by `factory(member)(**options)`
+# (`reasoning_gym/leg_counting`). They resolve as built-ins and are not listed one by one.
+_FAMILIES: dict[Kind, dict[str, str]] = {
+    "env": {"reasoning_gym/": "nemo_gym.envs.reasoning.reasoning_gym:for_dataset"},
+}
 Factory = Callable[..., Any]
 
 
@@ -430,6 +440,9 @@ def _candidates(kind: Kind, name: str) -> list[Entry]:
     ]
     if builtins:
         return builtins
+    for prefix, target in _FAMILIES.get(kind, {}).items():
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return [Entry(kind, name, _import(target)(name[len(prefix) :]), "builtin")]
     if kind == "env":
         file = _local_names().get(name)
         if file is not None:
