@@ -387,9 +387,14 @@ class Trajectory(_Record):
             if prompt is None or completion is None:
                 raise HarnessError(f"model call {index} carries no token ids")
             if prompt[: len(ids)] != ids:
+                said = response.metadata.get("history")
+                why = (
+                    f"the adapter reports history={said!r}"
+                    if said is not None
+                    else "the history was re-tokenized"
+                )
                 raise HarnessError(
-                    f"model call {index}: prompt tokens do not extend the previous turn "
-                    "(the history was re-tokenized)"
+                    f"model call {index}: prompt tokens do not extend the previous turn ({why})"
                 )
             added = prompt[len(ids) :]
             ids.extend(added)

@@ -184,10 +184,11 @@ def _list(args: argparse.Namespace) -> int:
     if args.markdown:
         print(catalog_markdown(infos), end="")
         return 0
-    width = max((len(info.id) for info in infos), default=4)
+    width = max((len(info.name) for info in infos), default=4)
     domain_width = max((len(info.domain) for info in infos), default=6)
     for info in infos:
-        print(f"{info.id:<{width}}  {info.domain:<{domain_width}}  {info.description}")
+        version = f"v{info.version}" if info.version else "-"
+        print(f"{info.name:<{width}}  {version:<3}  {info.domain:<{domain_width}}  {info.description}")
     domains = sorted({info.domain for info in infos})
     print(f"{len(infos)} environments in {len(domains)} domains: {', '.join(domains)}")
     return 0

@@ -11,7 +11,9 @@ if TYPE_CHECKING:
     from nemo_gym.models.anthropic import Anthropic
     from nemo_gym.models.local import Local
     from nemo_gym.models.openai import OpenAIChat, OpenAICompletions, OpenAIResponses
+    from nemo_gym.models.policy import LivePolicy
     from nemo_gym.models.scripted import ScriptedModel
+    from nemo_gym.models.vllm import VLLM
 
 _LAZY = {
     "OpenAIChat": "nemo_gym.models.openai",
@@ -19,11 +21,15 @@ _LAZY = {
     "OpenAICompletions": "nemo_gym.models.openai",
     "Anthropic": "nemo_gym.models.anthropic",
     "Local": "nemo_gym.models.local",
+    "LivePolicy": "nemo_gym.models.policy",
     "ScriptedModel": "nemo_gym.models.scripted",
+    "VLLM": "nemo_gym.models.vllm",
 }
 
 __all__ = [
+    "VLLM",
     "Anthropic",
+    "LivePolicy",
     "Local",
     "ModelAdapter",
     "OpenAIChat",

@@ -32,7 +32,8 @@ from typing import Any, Literal
 
 from nemo_gym.errors import ConfigError, VerifierError, require
 from nemo_gym.records import Rewards, Task, Trajectory
-from nemo_gym.verify.common import fenced_blocks, response_text
+from nemo_gym.verify.common import response_text
+from nemo_gym.verify.extract import fenced_blocks
 
 __all__ = [
     "FORMATS",

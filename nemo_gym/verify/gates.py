@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from nemo_gym.protocols import Verifier, VerifyFunction, as_verifier
 from nemo_gym.records import Rewards, Task, Trajectory
-from nemo_gym.verify.common import last_boxed, response_text
+from nemo_gym.verify.common import response_text
+from nemo_gym.verify.extract import last_boxed
 
 __all__ = ["RequireBoxed"]
 

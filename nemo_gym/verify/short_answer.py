@@ -26,8 +26,9 @@ from typing import Literal
 
 from nemo_gym.errors import ConfigError
 from nemo_gym.records import Rewards, Task, Trajectory
-from nemo_gym.verify.common import GoldFn, get_gold, gold_strings, last_boxed, response_text
-from nemo_gym.verify.text import normalize_answer, parse_number, token_f1
+from nemo_gym.verify.common import GoldFn, get_gold, gold_strings, response_text
+from nemo_gym.verify.extract import last_boxed, parse_number
+from nemo_gym.verify.text import normalize_answer, token_f1
 
 __all__ = ["ShortAnswer", "answer_forms", "contains_answer", "extract_short_answer", "same_answer"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nemo_gym.envs.math.base import MathDatasetEnv
 from nemo_gym.envs.rows import Row
-from nemo_gym.verify.common import last_boxed
+from nemo_gym.verify.extract import last_boxed
 
 
 class MATHEnv(MathDatasetEnv):

@@ -14,7 +14,8 @@ from nemo_gym.envs.procedural import ProceduralEnv
 from nemo_gym.errors import ConfigError
 from nemo_gym.harnesses import SingleTurn
 from nemo_gym.records import Message, Rewards, Task, Trajectory
-from nemo_gym.verify.common import last_boxed, response_text
+from nemo_gym.verify.common import response_text
+from nemo_gym.verify.extract import last_boxed
 
 Grid = list[list[int]]
 _GRID = re.compile(r"\[\s*\[[\d\s,\[\]]*\]\s*\]")

@@ -32,7 +32,8 @@ from nemo_gym.envs.procedural import SPLITS, split_of
 from nemo_gym.errors import ConfigError, VerifierError, require
 from nemo_gym.harnesses import SingleTurn
 from nemo_gym.records import Message, Rewards, Task, Trajectory
-from nemo_gym.verify.common import last_boxed, response_text
+from nemo_gym.verify.common import response_text
+from nemo_gym.verify.extract import last_boxed
 
 INSTRUCTION = "Give your final answer inside <answer></answer> tags."
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
