@@ -13,8 +13,9 @@ answer, written the way the prompt asks), `wrong(task)` turns that must earn les
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from nemo_gym.protocols import Harness, Sandbox, Verifier, VerifyFunction, as_verifier
 from nemo_gym.records import Message, Task
@@ -23,6 +24,8 @@ from nemo_gym.tools import Tool
 
 Turns = list[Message]
 """Scripted assistant turns, served in order to the harness (one per model call)."""
+
+_E = TypeVar("_E", bound="Env")
 
 
 class BasicEpisode:
@@ -111,6 +114,29 @@ class Env(Described):
         if self._tasks is None:
             raise NotImplementedError(f"{type(self).__name__} must implement tasks()")
         return self._tasks[:limit] if limit is not None else self._tasks
+
+    def given_tasks(self, split: str, limit: int | None) -> list[Task] | None:
+        """The tasks given with `with_tasks` (their split is "test"), or None."""
+        if self._tasks is None:
+            return None
+        if split != "test":
+            from nemo_gym.errors import ConfigError
+
+            raise ConfigError(f"{self.name} runs given tasks: they are its 'test' split, not {split!r}")
+        return self._tasks[:limit] if limit is not None else list(self._tasks)
+
+    def with_tasks(self: _E, tasks: Iterable[Task]) -> _E:
+        """This environment (same options, verifier and spec) over `tasks` instead of its own.
+
+        What `nemo_gym.interop` uses to run another library's rows through a built-in
+        environment: the rows' tasks carry what the verifier reads.
+        """
+        from nemo_gym.registry import remember, spec_of
+
+        clone = copy.copy(self)
+        clone._tasks = list(tasks)
+        remember(clone, spec_of(self, "env"))
+        return clone
 
     async def open(self, task: Task) -> BasicEpisode:
         return BasicEpisode()

@@ -64,6 +64,10 @@ class ProceduralEnv(Env):
         return task.prompt if task.prompt is not None else str(task.messages[-1].content)
 
     def tasks(self, split: str = "test", limit: int | None = None) -> Iterator[Task]:
+        given = self.given_tasks(split, limit)
+        if given is not None:
+            yield from given
+            return
         if split not in self.splits:
             raise ConfigError(f"{self.name}: unknown split {split!r}; choose from {self.splits}")
         count = self.size if limit is None else min(limit, self.size)

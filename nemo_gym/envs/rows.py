@@ -259,10 +259,9 @@ class DatasetEnv(Env):
 
     def tasks(self, split: str = "test", limit: int | None = None) -> list[Task]:
         """The tasks of `split` (at most `limit`), read once and kept."""
-        if self._tasks is not None:
-            if split != "test":
-                raise ConfigError(f"{self.name} was given tasks=: they are its 'test' split")
-            return self._tasks[:limit] if limit is not None else list(self._tasks)
+        given = self.given_tasks(split, limit)
+        if given is not None:
+            return given
         if split not in self._cache:
             tasks = [self.task_from_row(row, split) for row in self._rows(split)]
             self._cache[split] = tasks

@@ -1,7 +1,8 @@
 """Structured documents: JSON, YAML, TOML, CSV and XML replies, parsed and checked.
 
-`DocumentVerifier` reads the document from the reply (the whole reply when it parses,
-else the last fenced block, preferring one tagged with the format), parses it, and
+`DocumentVerifier` reads the document from the reply (a `<|BEGIN_CODE|>` span, else the
+last fenced block, preferring one tagged with the format, else the whole reply; the
+first of these that parses), and
 scores one of three things, per task (`task.metadata`) or fixed at construction:
 
 - `schema`: the document validates against a JSON Schema (`strict=True` first makes
@@ -11,6 +12,10 @@ scores one of three things, per task (`task.metadata`) or fixed at construction:
   `csv::header`, `@attr` for XML attributes) exist; reward = 0.2 if it parses plus 0.8
   times the fraction of paths found.
 - neither: the reply is a well-formed document of the format (reward 1 or 0).
+
+A task with `metadata["response_mode"] == "tool_call"` is answered by one tool call
+instead (named `metadata["tool_name"]`, the document under `metadata["payload_key"]` of
+its arguments, or the arguments themselves).
 
 XML becomes nested dicts the way `xmltodict` builds them (attributes as "@name", text
 beside children as "#text", repeated children as lists); it is parsed with the standard
@@ -110,13 +115,12 @@ class ParsedDocument:
 
 
 def extract_document(reply: str, fmt: str) -> ParsedDocument:
-    """The document in a reply: the whole text, a `<|BEGIN_CODE|>` span, or a fence."""
+    """The document in a reply: a `<|BEGIN_CODE|>` span, a fence, or the whole text."""
     fmt = _check_format(fmt)
-    candidates = [reply.strip()]
-    candidates += [m.group(1).strip() for m in _BEGIN_END.finditer(reply)]
+    candidates = [m.group(1).strip() for m in _BEGIN_END.finditer(reply)]
     blocks = fenced_blocks(reply)
     tagged = [b.body for b in blocks if b.lang in _TAGS[fmt]]
-    candidates += list(reversed(tagged)) + [b.body for b in reversed(blocks)]
+    candidates += list(reversed(tagged)) + [b.body for b in reversed(blocks)] + [reply.strip()]
     error = "empty reply"
     for candidate in candidates:
         if not candidate:
@@ -400,7 +404,32 @@ class DocumentVerifier:
                            metadata={"extracted_answer": value, "missing_paths": missing})
         return Rewards(reward=1.0, components={"format": 1.0}, metadata={"extracted_answer": value})
 
+    def _tool_document(self, task: Task, trajectory: Trajectory) -> tuple[Any, str | None]:
+        """The document passed as a tool call's arguments (`response_mode="tool_call"`)."""
+        calls = [c for m in trajectory.messages if m.role == "assistant" for c in m.tool_calls]
+        if len(calls) != 1:
+            return None, f"expected exactly one tool call, got {len(calls)}"
+        wanted = task.metadata.get("tool_name")
+        if wanted and calls[0].name != wanted:
+            return None, f"called {calls[0].name!r}, not {wanted!r}"
+        try:
+            arguments = json.loads(calls[0].arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return None, f"the tool arguments are not JSON: {exc}"
+        key = task.metadata.get("payload_key")
+        if key:
+            if not isinstance(arguments, dict) or key not in arguments:
+                return None, f"the tool arguments have no {key!r}"
+            arguments = arguments[key]
+        return arguments, None
+
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
+        if task.metadata.get("response_mode") == "tool_call":
+            value, error = self._tool_document(task, trajectory)
+            if error is not None:
+                return Rewards(reward=0.0, components={"format": 0.0},
+                               metadata={"extracted_answer": None, "reason": error})
+            return self.score(task, value, "json")
         fmt = self.format or task.metadata.get("format")
         if not fmt:
             raise VerifierError(f"task {task.id}: no document format (metadata['format'])")

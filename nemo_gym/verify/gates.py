@@ -18,12 +18,19 @@ __all__ = ["RequireBoxed"]
 
 
 class RequireBoxed:
-    """0 unless the reply holds a non-empty `\\boxed{}`; else `inner`'s rewards."""
+    """0 unless the reply holds a non-empty `\\boxed{}`; else `inner`'s rewards.
 
-    def __init__(self, inner: Verifier | VerifyFunction) -> None:
+    With `always=False` the gate applies only to tasks whose `metadata["require_boxed"]`
+    is true (rows of one file that differ in grading mode).
+    """
+
+    def __init__(self, inner: Verifier | VerifyFunction, *, always: bool = True) -> None:
         self.inner = as_verifier(inner)
+        self.always = always
 
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
+        if not (self.always or task.metadata.get("require_boxed")):
+            return Rewards.of(await self.inner.verify(task, trajectory))
         boxed = last_boxed(response_text(trajectory))
         if boxed is None or not boxed.strip():
             return Rewards(

@@ -1,7 +1,8 @@
 """Long-context scoring: retrieved references, node sets, reproduced text, copying.
 
 - `ReferenceMatch`: RULER's string match. `mode="all"` is the fraction of references the
-  reply contains, `mode="any"` whether it contains one (case-insensitive); `soft=True`
+  reply contains, `mode="any"` whether it contains one (case-insensitive; a task's
+  `metadata["match"]` overrides the mode); `soft=True`
   also credits a near miss with 1 - word error rate (RULER v2), never below 0.
 - `NodeSetF1`: GraphWalks' F1 between the node list on the reply's last line
   (`Final Answer: [a, b]`, quoted or not) and the gold set.
@@ -89,7 +90,8 @@ class ReferenceMatch:
         refs = _references(task, self.gold)
         reply = response_text(trajectory).lower()
         scores = [self._one(reply, r) for r in refs]
-        score = sum(scores) / len(scores) if self.mode == "all" else max(scores)
+        mode = task.metadata.get("match", self.mode)
+        score = sum(scores) / len(scores) if mode == "all" else max(scores)
         found = [r for r, s in zip(refs, scores, strict=True) if s == 1.0]
         return Rewards(
             reward=score,

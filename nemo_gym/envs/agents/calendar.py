@@ -75,6 +75,28 @@ async def verify_calendar(task: Task, trajectory: Trajectory) -> Rewards:
     return Rewards(reward=float(ok), metadata={"reason": why})
 
 
+def schedule(expected: dict[str, dict[str, Any]]) -> list[tuple[int, int, int]] | None:
+    """A conflict-free (event_id, start, duration) plan meeting every constraint, by search."""
+    events = sorted(expected.values(), key=lambda e: (e.get("constraint") is None, e["duration"]))
+    plan: list[tuple[int, int, int]] = []
+
+    def place(index: int) -> bool:
+        if index == len(events):
+            return True
+        want = events[index]
+        for start in range(minutes(want["min_time"]), minutes(want["max_time"]) - want["duration"] + 1, 5):
+            end = start + want["duration"]
+            trial = {"start_time": f"{start // 60}:{start % 60:02d}", "duration": want["duration"]}
+            if satisfied(trial, want) and all(end <= s or start >= s + d for _, s, d in plan):
+                plan.append((int(want["event_id"]), start, want["duration"]))
+                if place(index + 1):
+                    return True
+                plan.pop()
+        return False
+
+    return sorted(plan) if place(0) else None
+
+
 def _clock(value: int) -> str:
     hour, minute = divmod(value, 60)
     return f"{(hour - 1) % 12 + 1}{f':{minute:02d}' if minute else ''}{'am' if hour < 12 else 'pm'}"
@@ -119,9 +141,12 @@ class Calendar(ProceduralEnv):
         prompt = "Please add these events to my calendar:\n" + "\n".join(lines)
         return Task(prompt=prompt, answer=expected, metadata={"plan": plan})
 
-    def oracle(self, task: Task) -> Turns:
+    def oracle(self, task: Task) -> Turns | None:
+        plan = task.metadata.get("plan") or schedule(task.answer)
+        if plan is None:
+            return None
         events = [{"event_id": i, "event_name": f"Meeting {i + 1}", "start_time": f"{s // 60:02d}:{s % 60:02d}", "duration": d}
-                  for i, s, d in task.metadata["plan"]]
+                  for i, s, d in plan]
         return [Message.assistant(json.dumps(events))]
 
     def wrong(self, task: Task) -> Turns:

@@ -88,6 +88,10 @@ class Blackjack(ProceduralEnv):
         episode = BlackjackEpisode(deck)
         return Task(prompt=f"{RULES}\n\n{episode.show()}", answer=best, metadata={"deck": deck})
 
+    def oracle_reward(self, task: Task) -> float:
+        """The best outcome the deal allows (+1 for the deals this env draws)."""
+        return outcome(task.metadata["deck"], int(task.answer))[0]
+
     async def open(self, task: Task) -> BlackjackEpisode:
         return BlackjackEpisode(list(task.metadata["deck"]))
 

@@ -153,7 +153,7 @@ class Sokoban(ProceduralEnv):
         return SokobanEpisode(task.metadata["board"])
 
     def oracle_reward(self, task: Task) -> float:
-        return task.metadata["oracle_score"] if self.scoring == "gym_sokoban" else 1.0
+        return task.metadata["oracle_score"] if task.metadata["scoring"] == "gym_sokoban" else 1.0
 
     def oracle(self, task: Task) -> Turns:
         return [Message.assistant(f"<action>{m.title()}</action>") for m in task.answer]

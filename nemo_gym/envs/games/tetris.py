@@ -131,16 +131,18 @@ class Tetris(ProceduralEnv):
             score += -0.1 + 10 * cleared
         prompt = f"{RULES}\n\n{game.render(game.start())}"
         return Task(prompt=prompt, answer=plan,
-                    metadata={"pieces": pieces, "scoring": self.scoring, "oracle_score": round(score, 6)})
+                    metadata={"pieces": pieces, "width": self.width, "height": self.height,
+                              "scoring": self.scoring, "oracle_score": round(score, 6)})
 
     def content(self, task: Task) -> str:
         return repr(task.metadata["pieces"])
 
     async def open(self, task: Task) -> TetrisEpisode:
-        return TetrisEpisode(Game(self.width, self.height, [tuple(p) for p in task.metadata["pieces"]]))
+        md = task.metadata
+        return TetrisEpisode(Game(md["width"], md["height"], [tuple(p) for p in md["pieces"]]))
 
     def oracle_reward(self, task: Task) -> float:
-        return task.metadata["oracle_score"] if self.scoring == "grl" else 1.0
+        return task.metadata["oracle_score"] if task.metadata["scoring"] == "grl" else 1.0
 
     def oracle(self, task: Task) -> Turns:
         return [Message.assistant("".join(f"<action>{m.title()}</action>" for m in task.answer))]

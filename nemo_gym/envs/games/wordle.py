@@ -96,14 +96,39 @@ class WordleEpisode(BasicEpisode):
                            reward=float(self.state["won"]))
 
 
+def nemo_gym_penalties(guesses: list[str], marks: list[str]) -> float:
+    """NeMo Gym's per-guess penalties for the guesses before the last: a repeated guess
+    -0.2, each known green letter not kept -0.05, no known yellow letter used -0.03,
+    each eliminated letter used -0.02."""
+    total, greens, yellows, gone = 0.0, {}, set(), set()
+    for index, (guess, mark) in enumerate(zip(guesses, marks, strict=True)):
+        if guess in guesses[:index]:
+            total -= 0.2
+        total -= 0.05 * sum(1 for pos, letter in greens.items() if guess[pos] != letter)
+        if yellows and not any(letter in guess for letter in yellows):
+            total -= 0.03
+        total -= 0.02 * sum(1 for letter in guess if letter in gone)
+        for pos, (m, letter) in enumerate(zip(mark, guess, strict=True)):
+            if m == "G":
+                greens[pos] = letter
+            elif m == "Y":
+                yellows.add(letter)
+        gone |= {c for m, c in zip(mark, guess, strict=True)
+                 if m == "_" and c not in greens.values() and c not in yellows}
+    return total
+
+
 async def verify_wordle(task: Task, trajectory: Trajectory) -> Rewards:
     """1.0 for a win (default); NeMo Gym's scoring: 2.0 - 0.2 per extra turn (a win in
-    one counts as three), 0 for a loss."""
+    one counts as three) plus its per-guess penalties, at least 0.1 for a win, 0 for a loss."""
     state = trajectory.final_state or {}
     turns = task.metadata["max_turns"] - state.get("turns_left", 0)
     won = bool(state.get("won"))
     if task.metadata.get("scoring") == "nemo_gym":
-        reward = max(2.0 - 0.2 * ((3 if turns == 1 else turns) - 1), 0.1) if won else 0.0
+        guesses, marks = state.get("guesses", []), state.get("marks", [])
+        penalty = nemo_gym_penalties(guesses[:-1], marks[:-1]) - 0.02 * state.get("invalid", 0)
+        win = 2.0 - 0.2 * ((3 if turns == 1 else turns) - 1)
+        reward = max(win + penalty, 0.1) if won else 0.0
     else:
         reward = float(won)
     return Rewards(reward=reward, components={"won": float(won), "turns": float(turns)},

@@ -55,7 +55,7 @@ class MultipleChoiceEnv(DatasetEnv):
     ) -> None:
         verifier = MultipleChoiceVerifier()
         super().__init__(
-            RequireBoxed(verifier) if require_boxed else verifier,
+            RequireBoxed(verifier, always=require_boxed),
             path=path,
             dataset=dataset,
             dataset_name=dataset_name,

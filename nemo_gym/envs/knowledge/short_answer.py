@@ -66,18 +66,19 @@ class ShortAnswerQA(DatasetEnv):
             answer=answer if isinstance(answer, list) else str(answer),
         )
 
-    def _reply(self, answer: str) -> str:
-        if self.extract == "boxed":
+    def _reply(self, task: Task, answer: str) -> str:
+        extract = task.metadata.get("extract", self.extract)
+        if extract == "boxed":
             return boxed(answer)
-        if self.extract == "json":
+        if extract == "json":
             return json_answer(answer)
-        if self.extract in ("last_line", "full"):
+        if extract in ("last_line", "full"):
             return answer
         return answer_line(answer, "Let me recall.")
 
     def oracle(self, task: Task) -> Turns:
         gold = task.answer[0] if isinstance(task.answer, list) else task.answer
-        return [Message.assistant(self._reply(str(gold)))]
+        return [Message.assistant(self._reply(task, str(gold)))]
 
     def wrong(self, task: Task) -> Turns:
-        return [Message.assistant(self._reply("unknown"))]
+        return [Message.assistant(self._reply(task, "unknown"))]

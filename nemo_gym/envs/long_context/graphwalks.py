@@ -10,7 +10,7 @@ from nemo_gym.envs.long_context.haystack import CHARS_PER_TOKEN
 from nemo_gym.envs.procedural import ProceduralEnv
 from nemo_gym.harnesses import SingleTurn
 from nemo_gym.records import Message, Task
-from nemo_gym.verify.long_context import NodeSetF1
+from nemo_gym.verify.long_context import NodeSetF1, PenalizeCopying
 
 INTRO = ("You will be given a graph as a list of directed edges. All nodes are at least degree 1. "
          "You will also get a description of an operation to perform on the graph.")
@@ -26,11 +26,13 @@ class GraphWalks(ProceduralEnv):
     name = "graphwalks"
     version = "1"
     domain = "long_context"
-    verification = "F1 of the 'Final Answer: [...]' node set"
+    verification = "F1 of the 'Final Answer: [...]' node set (optionally less copied reasoning)"
 
-    def __init__(self, *, seed: int = 0, size: int = 1000, length: int = 1500, depth: int = 2) -> None:
-        super().__init__(NodeSetF1(), seed=seed, size=size, harness=SingleTurn())
-        self.length, self.depth = length, depth
+    def __init__(self, *, seed: int = 0, size: int = 1000, length: int = 1500, depth: int = 2,
+                 copy_ngram: int | None = None) -> None:
+        verifier = NodeSetF1() if copy_ngram is None else PenalizeCopying(NodeSetF1(), n=copy_ngram)
+        super().__init__(verifier, seed=seed, size=size, harness=SingleTurn())
+        self.length, self.depth, self.copy_ngram = length, depth, copy_ngram
 
     def draw(self, rng: random.Random) -> Task:
         edges_wanted = max(8, self.length * CHARS_PER_TOKEN // 26)

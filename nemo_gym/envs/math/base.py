@@ -56,7 +56,7 @@ class MathDatasetEnv(DatasetEnv):
     ) -> None:
         verifier = MathVerifier(timeout=timeout)
         super().__init__(
-            RequireBoxed(verifier) if require_boxed else verifier,
+            RequireBoxed(verifier, always=require_boxed),
             path=path,
             dataset=dataset,
             dataset_name=dataset_name,

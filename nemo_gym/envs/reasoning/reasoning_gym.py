@@ -98,12 +98,25 @@ class ReasoningGym(Env):
             raise ConfigError(f"reasoning_gym: no dataset {dataset!r}; known: {', '.join(sorted(names))}")
         self.dataset, self.config, self.seed, self.size = dataset, dict(config or {}), seed, size
         self.name = f"reasoning_gym/{dataset}"
-        self._data: Any = None
+        self._scorers: dict[str, Any] = {}
 
     def _generator(self, count: int) -> Any:
         return _module().create_dataset(self.dataset, seed=self.seed, size=count, **self.config)
 
+    def _scorer(self, task: Task) -> tuple[str, Any]:
+        """The dataset a task came from (its entry's `source_dataset`, else ours) and its scorer."""
+        entry = task.metadata["entry"]
+        name = str((entry.get("metadata") or {}).get("source_dataset") or self.dataset)
+        if name not in self._scorers:
+            config = self.config if name == self.dataset else {}
+            self._scorers[name] = _module().create_dataset(name, seed=self.seed, size=1, **config)
+        return name, self._scorers[name]
+
     def tasks(self, split: str = "test", limit: int | None = None) -> Iterator[Task]:
+        given = self.given_tasks(split, limit)
+        if given is not None:
+            yield from given
+            return
         if split not in self.splits:
             raise ConfigError(f"{self.name}: unknown split {split!r}; choose from {self.splits}")
         wanted = self.size if limit is None else min(limit, self.size)
@@ -123,11 +136,10 @@ class ReasoningGym(Env):
                                            "metadata": entry.get("metadata", {})}})
 
     async def _verify(self, task: Task, trajectory: Trajectory) -> Rewards:
-        if self._data is None:
-            self._data = self._generator(1)
+        name, scorer = self._scorer(task)
         answer = read_answer(response_text(trajectory))
         try:
-            value = await asyncio.to_thread(score, self._data, self.dataset, answer, task.metadata["entry"])
+            value = await asyncio.to_thread(score, scorer, name, answer, task.metadata["entry"])
         except Exception as exc:
             raise VerifierError(f"{self.name}: the dataset's scorer raised {exc!r}") from exc
         return Rewards(reward=value, components={"score": value}, metadata={"extracted_answer": answer})
@@ -135,9 +147,8 @@ class ReasoningGym(Env):
     def oracle(self, task: Task) -> Turns | None:
         if task.answer is None:
             return None
-        if self._data is None:
-            self._data = self._generator(1)
-        if score(self._data, self.dataset, task.answer, task.metadata["entry"]) < 1.0:
+        name, scorer = self._scorer(task)
+        if score(scorer, name, task.answer, task.metadata["entry"]) < 1.0:
             return None  # several answers are right, and the stored one is not scored as one
         return [Message.assistant(f"<answer>{task.answer}</answer>")]
 

@@ -17,7 +17,8 @@ SYSTEM = "Answer with exactly one tool call and no other text."
 async def verify_call(task: Task, trajectory: Trajectory) -> Rewards:
     """`correctness` (a call with the expected name and arguments), `schema_valid` (the
     first call's arguments are an object with every required parameter) and `format`
-    (exactly one call, no text); the reward is their sum, 0 to 3."""
+    (exactly one call, no text); the reward is their sum, 0 to 3 (a task with
+    `metadata["reward"] == "correctness"` is rewarded on correctness alone)."""
     replies = [m for m in trajectory.messages if m.role == "assistant"]
     calls = [c for m in replies for c in m.tool_calls]
     expected = task.metadata["expected_call"]
@@ -41,7 +42,9 @@ async def verify_call(task: Task, trajectory: Trajectory) -> Rewards:
     text = any((m.content or "").strip() for m in replies)
     components = {"correctness": correct, "schema_valid": schema,
                   "format": float(len(calls) == 1 and not text)}
-    return Rewards(reward=sum(components.values()), components=components,
+    reward = components["correctness"] if task.metadata.get("reward") == "correctness" else sum(
+        components.values())
+    return Rewards(reward=reward, components=components,
                    metadata={"extracted_answer": [c.name for c in calls]})
 
 
@@ -61,6 +64,9 @@ class ToolMultiReward(DatasetEnv):
     license = "Apache-2.0"
     sample = "tools/data/tool_multireward.jsonl"
     max_reward = 3.0
+
+    def oracle_reward(self, task: Task) -> float:
+        return 1.0 if task.metadata.get("reward") == "correctness" else 3.0
 
     def __init__(self, **options: Any) -> None:
         super().__init__(verify_call, harness=ToolLoop(max_turns=1, system_prompt=SYSTEM), **options)

@@ -1,0 +1,1 @@
+"""Other libraries' data and environments, run by nemo_gym (`interop.nemo_gym`: NeMo Gym)."""
