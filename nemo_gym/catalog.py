@@ -117,7 +117,7 @@ def env_info(name: str) -> EnvInfo:
         if isinstance(value, str | tuple | list) and value:
             declared[field] = tuple(value) if field in _TUPLES else value
     if not declared.get("description") and factory is not None and factory.__doc__:
-        declared["description"] = factory.__doc__.strip().splitlines()[0]
+        declared["description"] = _summary(factory.__doc__)
     declared.update({k: tuple(v) if k in _TUPLES else v for k, v in entry.info.items()})
     version = entry.version or getattr(factory, "version", None)
     return EnvInfo(
@@ -126,6 +126,15 @@ def env_info(name: str) -> EnvInfo:
         origin=entry.source,
         **declared,
     )
+
+
+def _summary(doc: str) -> str:
+    """The docstring's first sentence (its first paragraph, when that is short)."""
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    if len(paragraph) <= 160:
+        return paragraph
+    end = paragraph.find(". ")
+    return paragraph[: end + 1] if 0 < end < 300 else paragraph[:157] + "..."
 
 
 def list_envs(

@@ -465,11 +465,21 @@ def lookup(kind: Kind, name: str) -> Entry:
         raise ConfigError(f"no {LABELS[kind]} named {base!r}; known: {known}")
     if version is not None:
         exact = [e for e in found if e.version == version]
+        if not exact:  # an unversioned entry whose class declares the version asked for
+            exact = [e for e in found if e.version is None and _declared_version(e) == version]
         if not exact:
-            have = ", ".join(e.id for e in found)
+            have = ", ".join(e.id if e.version else f"{e.name}@{_declared_version(e)}" for e in found)
             raise ConfigError(f"{kind} {base!r} has no version {version!r}; have: {have}")
         return exact[0]
     return max(found, key=lambda e: _version_key(e.version))
+
+
+def _declared_version(entry: Entry) -> str | None:
+    try:
+        declared = getattr(entry.load(), "version", None)
+    except ConfigError:
+        return None
+    return str(declared) if isinstance(declared, str | int) and not isinstance(declared, bool) else None
 
 
 def names(kind: Kind) -> list[str]:

@@ -111,9 +111,11 @@ class Env(Described):
             self.harness = harness
 
     def tasks(self, split: str = "test", limit: int | None = None) -> Iterable[Task]:
-        if self._tasks is None:
+        """The given tasks (they are the "test" split); subclasses generate or load theirs."""
+        given = self.given_tasks(split, limit)
+        if given is None:
             raise NotImplementedError(f"{type(self).__name__} must implement tasks()")
-        return self._tasks[:limit] if limit is not None else self._tasks
+        return given
 
     def given_tasks(self, split: str, limit: int | None) -> list[Task] | None:
         """The tasks given with `with_tasks` (their split is "test"), or None."""

@@ -150,5 +150,8 @@ class Calendar(ProceduralEnv):
         return [Message.assistant(json.dumps(events))]
 
     def wrong(self, task: Task) -> Turns:
-        events = [{"event_id": i, "event_name": "x", "start_time": "10:00", "duration": d} for i, _, d in task.metadata["plan"]]
+        events = [{"event_id": int(e["event_id"]), "event_name": "x", "start_time": "10:00",
+                   "duration": e["duration"]} for e in task.answer.values()]
+        if len(events) < 2:  # one event can't overlap: give it the wrong length instead
+            events = [{**e, "duration": e["duration"] + 15} for e in events]
         return [Message.assistant(json.dumps(events))]

@@ -73,7 +73,8 @@ class MathDatasetEnv(DatasetEnv):
 
     def task_from_row(self, row: Row, split: str) -> Task:
         question = str(row.first(*self.question_fields))
-        metadata = {k: row.data[k] for k in ("level", "type", "subject", "language") if k in row.data}
+        keys = ("level", "type", "subject", "language", "difficulty")
+        metadata = {k: row.data[k] for k in keys if k in row.data}
         return Task(
             id=self.task_id(row, split, *self.id_fields),
             prompt=self.prompt(row, question),

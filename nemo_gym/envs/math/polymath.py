@@ -19,11 +19,11 @@ INSTRUCTIONS = {
 
 
 class PolyMath(MathDatasetEnv):
-    """Math in many languages; difficulty levels are the splits (low, medium, high, top).
+    """Math in many languages, the instruction in the question's language.
 
-    Ships 12 problems written by us in six languages; PolyMath itself (`dataset=
-    "Qwen/PolyMath", dataset_name="<language>"`, splits low/medium/high/top) reads
-    through `dataset=`. `language` sets the instruction's language for rows without one.
+    Ships 12 problems written by us in six languages (their `difficulty` low, medium or
+    high); PolyMath itself reads through `dataset="Qwen/PolyMath", dataset_name=
+    "<language>"`, whose splits are its difficulty levels (low, medium, high, top).
     """
 
     name = "polymath"
@@ -33,7 +33,6 @@ class PolyMath(MathDatasetEnv):
     license = "Apache-2.0 (sample)"
     sample = "math/data/polymath.jsonl"
     public = "Qwen/PolyMath"
-    splits = ("low", "medium", "high")
     question_fields = ("question",)
 
     def prompt(self, row: Row, question: str) -> str:
