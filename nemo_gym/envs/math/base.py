@@ -17,7 +17,8 @@ __all__ = ["MathDatasetEnv", "wrong_answer"]
 
 
 def wrong_answer(gold: Any) -> str:
-    """An answer that is surely not `gold`: gold + 1 for a number, else a number."""
+    """An answer that is surely not `gold`: gold + 1 for a number, else a word (which is
+    decided at once, where a number against a large expression can keep math-verify busy)."""
     text = str(gold).strip()
     try:
         return str(int(text) + 1)
@@ -26,7 +27,7 @@ def wrong_answer(gold: Any) -> str:
     try:
         return str(float(text) + 1)
     except ValueError:
-        return "0" if text != "0" else "1"
+        return "\\text{none}"
 
 
 class MathDatasetEnv(DatasetEnv):
