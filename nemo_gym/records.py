@@ -539,6 +539,7 @@ class Rollout(_Record):
     status: Literal["ok", "failed"]
     failure: Failure | None = None
     timings: Timings
+    # In a run with variants, "variant" names the variant that produced the rollout.
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -617,6 +618,10 @@ class RunMetrics(_Value):
     # the ok rollouts whose verifier reports extraction at all (None: none does).
     n_no_answer: int = 0
     no_answer_rate: float | None = None
+    # The same metrics per environment (every run) and per variant (runs with
+    # variants; each with its own `by_env` when the run mixes environments).
+    by_env: dict[str, RunMetrics] = Field(default_factory=dict)
+    by_variant: dict[str, RunMetrics] = Field(default_factory=dict)
 
 
 def rollout_json_schema() -> dict[str, Any]:

@@ -9,6 +9,7 @@ from nemo_gym.models.base import ModelAdapter, RetryPolicy
 
 if TYPE_CHECKING:
     from nemo_gym.models.anthropic import Anthropic
+    from nemo_gym.models.http import Timeouts
     from nemo_gym.models.local import Local
     from nemo_gym.models.openai import OpenAIChat, OpenAICompletions, OpenAIResponses
     from nemo_gym.models.policy import LivePolicy
@@ -24,6 +25,7 @@ _LAZY = {
     "LivePolicy": "nemo_gym.models.policy",
     "ScriptedModel": "nemo_gym.models.scripted",
     "VLLM": "nemo_gym.models.vllm",
+    "Timeouts": "nemo_gym.models.http",
 }
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "OpenAIResponses",
     "RetryPolicy",
     "ScriptedModel",
+    "Timeouts",
 ]
 
 

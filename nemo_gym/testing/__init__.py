@@ -5,7 +5,8 @@ result = await gym.testing.verify(exact, task=gym.Task(prompt="2+2?", answer="4"
 assert result.reward == 1.0
 ```
 
-`nemo_gym.testing.fakes` (a fake OpenAI server on a mock transport) and
+`nemo_gym.testing.fakes` (a fake OpenAI server on a mock transport),
+`nemo_gym.testing.httpserver` (a loopback HTTP server with injectable failures) and
 `nemo_gym.testing.strategies` (hypothesis) are imported on first use, and the pytest
 plugin (`scripted_model`, `fake_openai`, `gym_task` fixtures) is loaded by pytest itself.
 """
@@ -21,12 +22,13 @@ from nemo_gym.records import Message, Rewards, Task, Trajectory
 
 if TYPE_CHECKING:
     from nemo_gym.testing import fakes as fakes
+    from nemo_gym.testing import httpserver as httpserver
     from nemo_gym.testing import strategies as strategies
     from nemo_gym.testing.oracle import OracleModel
 
 __all__ = ["OracleModel", "make_task", "trajectory", "verify"]
 
-_LAZY_MODULES = {"fakes", "strategies", "oracle"}
+_LAZY_MODULES = {"fakes", "httpserver", "oracle", "strategies"}
 
 
 def make_task(
