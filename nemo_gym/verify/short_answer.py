@@ -111,7 +111,7 @@ def same_answer(answer: str, gold: str) -> bool:
         return True
     na, ng = _number(a), _number(g)
     if na is not None and ng is not None:
-        return math.isclose(na, ng, rel_tol=1e-9, abs_tol=1e-12)
+        return math.isclose(na, ng, rel_tol=1e-12, abs_tol=1e-12)
     squad_a, squad_g = normalize_answer(a), normalize_answer(g)
     if squad_a == squad_g and squad_a:
         return True
