@@ -1,5 +1,7 @@
-"""Rows of benchmark data, and the environment built from them: the one place both live.
+"""Rows of benchmark data, and the environment built from them.
 
+Files and Hub datasets are read by `nemo_gym.dataset.source_rows` (the one reader, which
+`gym dataset` uses too); this module adds splits, `Row` and `DatasetEnv`.
 `read_rows(source, split=...)` yields `Row`s from
 
 - a local JSONL, JSON, Parquet or CSV file (one split), or a folder holding
@@ -16,7 +18,6 @@ shipped sample by default, the benchmark's own data given `path=` or `dataset=`.
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,13 +26,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from nemo_gym.envs.base import Env
-from nemo_gym.errors import ConfigError, require
+from nemo_gym.errors import ConfigError
 from nemo_gym.protocols import Harness, Verifier, VerifyFunction
 from nemo_gym.records import Task
 
 __all__ = ["DatasetEnv", "Row", "read_rows", "shipped_rows"]
-
-_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,65 +78,18 @@ class Row:
         return ConfigError(f"{self.where}: field {key!r} {problem}")
 
 
-def _jsonl(text: str, name: str) -> Iterator[Row]:
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{name}:{number}: not valid JSON: {exc.msg}") from exc
-        if not isinstance(value, dict):
-            raise ConfigError(f"{name}:{number}: a row must be a JSON object")
-        yield Row(value, f"{name}:{number}", number - 1)
+_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 
 
-def _json(text: str, name: str) -> Iterator[Row]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{name}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
-    if isinstance(value, dict) and isinstance(value.get("data"), list):
-        value = value["data"]
-    if not isinstance(value, list):
-        raise ConfigError(f"{name}: expected a JSON list of rows (or {{'data': [...]}})")
-    for index, item in enumerate(value):
-        if not isinstance(item, dict):
-            raise ConfigError(f"{name}[{index}]: a row must be a JSON object")
-        yield Row(item, f"{name}[{index}]", index)
+def _rows(source: str | Path, **options: Any) -> Iterator[Row]:
+    """Rows through the one file / Hub reader (`nemo_gym.dataset.source_rows`)."""
+    from nemo_gym.dataset import source_rows
+
+    for index, (where, data) in enumerate(source_rows(source, **options)):
+        yield Row(data, where, index)
 
 
-def _parquet(path: Path) -> Iterator[Row]:
-    parquet = require("pyarrow.parquet", "datasets")
-    index = 0
-    for batch in parquet.ParquetFile(path).iter_batches(batch_size=256):
-        for item in batch.to_pylist():
-            yield Row(item, f"{path.name} row {index}", index)
-            index += 1
-
-
-def _csv(path: Path) -> Iterator[Row]:
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        for index, item in enumerate(reader):
-            yield Row(dict(item), f"{path.name}:{reader.line_num}", index)
-
-
-def _read_file(path: Path) -> Iterator[Row]:
-    suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        yield from _jsonl(path.read_text("utf-8"), path.name)
-    elif suffix == ".json":
-        yield from _json(path.read_text("utf-8"), path.name)
-    elif suffix == ".parquet":
-        yield from _parquet(path)
-    elif suffix == ".csv":
-        yield from _csv(path)
-    else:
-        raise ConfigError(f"{path}: unknown data file type; use one of {', '.join(_SUFFIXES)}")
-
-
-def _split_files(folder: Path, split: str) -> list[Path]:
+def _split_files(folder: Path, split: str) -> list[Path] | None:
     for suffix in _SUFFIXES:
         if (folder / f"{split}{suffix}").is_file():
             return [folder / f"{split}{suffix}"]
@@ -146,6 +98,8 @@ def _split_files(folder: Path, split: str) -> list[Path]:
     )
     if shards:
         return shards
+    if (folder / "dataset_dict.json").is_file() or (folder / "dataset_info.json").is_file():
+        return None  # written by `datasets.save_to_disk`
     have = sorted(p.name for p in folder.iterdir() if p.suffix in _SUFFIXES)
     raise ConfigError(
         f"{folder}: no data for split {split!r}; expected {split}.jsonl (or .json, .parquet, "
@@ -162,25 +116,30 @@ def read_rows(
 ) -> Iterator[Row]:
     """The rows of `split` in `source`: a local file or folder, else a Hugging Face id.
 
-    A single file holds one split: rows with a `split` field are filtered by it, and a
-    file without one is the "test" split only (asking it for another split is an
-    error, so a train split is never silently the test set). `name` and `load_options`
-    go to `datasets.load_dataset`.
+    A folder holds one file per split (or Hugging Face's `data/<split>-*.parquet`, or a
+    `save_to_disk` dataset). A single file holds one split: rows with a `split` field are
+    filtered by it, and a file without one is the "test" split only (asking it for
+    another split is an error, so a train split is never silently the test set). `name`
+    and `load_options` go to `datasets.load_dataset`.
     """
     path = Path(source).expanduser()
     if path.is_dir():
-        for file in _split_files(path, split):
-            yield from _read_file(file)
+        files = _split_files(path, split)
+        if files is None:
+            yield from _rows(path, split=split)
+            return
+        index = 0
+        for file in files:
+            for row in _rows(file):
+                yield Row(row.data, row.where, index)
+                index += 1
         return
     if path.is_file():
-        yield from _by_split(_read_file(path), split, str(path))
+        yield from _by_split(_rows(path), split, str(path))
         return
     if isinstance(source, Path) or str(source).startswith((".", "/", "~")):
         raise ConfigError(f"{source}: no such file or folder")
-    datasets = require("datasets", "datasets")
-    dataset = datasets.load_dataset(str(source), name, split=split, **load_options)
-    for index, item in enumerate(dataset):
-        yield Row(item, f"{source}[{split}] row {index}", index)
+    yield from _rows(str(source), split=split, config=name, **load_options)
 
 
 def _by_split(rows: Iterator[Row], split: str, name: str) -> Iterator[Row]:
@@ -203,8 +162,8 @@ def _by_split(rows: Iterator[Row], split: str, name: str) -> Iterator[Row]:
 
 def shipped_rows(relative: str, split: str | None = None) -> list[Row]:
     """Rows of a data file shipped in `nemo_gym/envs/` (filtered by `split` if given)."""
-    text = resources.files("nemo_gym.envs").joinpath(relative).read_text("utf-8")
-    rows = list(_jsonl(text, f"nemo_gym/envs/{relative}"))
+    with resources.as_file(resources.files("nemo_gym.envs").joinpath(relative)) as path:
+        rows = list(_rows(path))
     return [r for r in rows if split is None or r.data.get("split", "test") == split]
 
 
