@@ -29,7 +29,8 @@ _GUESS = re.compile(r"<guess>\s*([A-Za-z]+)\s*</guess>|\b([A-Za-z]{5})\b")
 @cache
 def words() -> tuple[str, ...]:
     text = resources.files("nemo_gym.envs").joinpath("games/data/words5.txt").read_text("utf-8")
-    return tuple(w for w in text.split() if not w.startswith("#") and w.isalpha())
+    lines = (line.strip() for line in text.splitlines() if not line.startswith("#"))
+    return tuple(w for w in lines if len(w) == 5 and w.isalpha())
 
 
 def feedback(guess: str, target: str) -> str:
