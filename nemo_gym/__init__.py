@@ -73,8 +73,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BasicEpisode",
     "CheckReport",
-    "EnvCheckError",
     "Env",
+    "EnvCheckError",
     "EnvInfo",
     "Environment",
     "Episode",

@@ -164,11 +164,21 @@ def catalog_markdown(infos: Iterable[EnvInfo] | None = None) -> str:
         "",
     ]
     for domain in domains:
-        lines += [f"## {domain}", "", "| id | what | verified by | data | licence | needs |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            f"## {domain}",
+            "",
+            "| id | what | verified by | data | licence | needs |",
+            "|---|---|---|---|---|---|",
+        ]
         for info in (i for i in infos if i.domain == domain):
-            cells = [f"`{info.id}`", info.description, info.verification, info.source,
-                     info.license, ", ".join(info.requires) or "-"]
+            cells = [
+                f"`{info.id}`",
+                info.description,
+                info.verification,
+                info.source,
+                info.license,
+                ", ".join(info.requires) or "-",
+            ]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         lines.append("")
     return "\n".join(lines)

@@ -62,7 +62,9 @@ class CheckReport:
         return not self.problems
 
     def __str__(self) -> str:
-        lines = [f"check_env({self.env!r}): {'ok' if self.ok else f'{len(self.problems)} problem(s)'}"]
+        lines = [
+            f"check_env({self.env!r}): {'ok' if self.ok else f'{len(self.problems)} problem(s)'}"
+        ]
         lines += [f"  passed: {', '.join(self.passed)}"] if self.passed else []
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  {p}" for p in self.problems]
@@ -92,13 +94,19 @@ class _Checker:
         try:
             tasks = list(self.env.tasks(split=split, limit=limit))
         except Exception as exc:
-            self.fail("tasks", f"tasks(split={split!r}) raised {type(exc).__name__}: {exc}",
-                      "make tasks() return an iterable of gym.Task for each declared split")
+            self.fail(
+                "tasks",
+                f"tasks(split={split!r}) raised {type(exc).__name__}: {exc}",
+                "make tasks() return an iterable of gym.Task for each declared split",
+            )
             return None
         bad = [t for t in tasks if not isinstance(t, Task)]
         if bad:
-            self.fail("tasks", f"tasks(split={split!r}) yielded {type(bad[0]).__name__}",
-                      "yield gym.Task objects")
+            self.fail(
+                "tasks",
+                f"tasks(split={split!r}) yielded {type(bad[0]).__name__}",
+                "yield gym.Task objects",
+            )
             return None
         return tasks
 
@@ -107,29 +115,47 @@ class _Checker:
         if tasks is None:
             return []
         if not tasks:
-            self.fail("tasks", f"split {split!r} has no tasks",
-                      "declare only splits that have tasks (the env's `splits`)")
+            self.fail(
+                "tasks",
+                f"split {split!r} has no tasks",
+                "declare only splits that have tasks (the env's `splits`)",
+            )
             return []
         if len(tasks) > limit:
-            self.fail("limit", f"tasks(split={split!r}, limit={limit}) gave {len(tasks)} tasks",
-                      "stop after `limit` tasks")
+            self.fail(
+                "limit",
+                f"tasks(split={split!r}, limit={limit}) gave {len(tasks)} tasks",
+                "stop after `limit` tasks",
+            )
         one = self.load(split, 1) or []
         if len(one) != 1 or one[0].id != tasks[0].id:
-            self.fail("limit", f"tasks(split={split!r}, limit=1) is not the first task",
-                      "make limit=k return the first k tasks of the split")
+            self.fail(
+                "limit",
+                f"tasks(split={split!r}, limit=1) is not the first task",
+                "make limit=k return the first k tasks of the split",
+            )
         ids = [t.id for t in tasks]
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
-            self.fail("ids", f"split {split!r} repeats task ids {duplicates[:5]}",
-                      "give every task of a split its own id")
+            self.fail(
+                "ids",
+                f"split {split!r} repeats task ids {duplicates[:5]}",
+                "give every task of a split its own id",
+            )
         again = self.load(split, limit) or []
         if [t.id for t in again] != ids:
-            self.fail("stable", f"two calls of tasks(split={split!r}) gave different ids",
-                      "derive ids from the data or the seed, never from a counter or the clock")
+            self.fail(
+                "stable",
+                f"two calls of tasks(split={split!r}) gave different ids",
+                "derive ids from the data or the seed, never from a counter or the clock",
+            )
         elif again != tasks:
             changed = next(a.id for a, b in zip(again, tasks, strict=True) if a != b)
-            self.fail("stable", f"task {changed!r} changed between two calls of tasks()",
-                      "make task generation deterministic (seed every random choice)")
+            self.fail(
+                "stable",
+                f"task {changed!r} changed between two calls of tasks()",
+                "make task generation deterministic (seed every random choice)",
+            )
         return tasks
 
     def check_splits(self, by_split: dict[str, list[Task]]) -> None:
@@ -138,26 +164,37 @@ class _Checker:
         except (ConfigError, ValueError, KeyError, LookupError):
             pass
         except Exception as exc:
-            self.fail("splits", f"an unknown split raised {type(exc).__name__}: {exc}",
-                      "raise ConfigError (or ValueError) naming the known splits")
+            self.fail(
+                "splits",
+                f"an unknown split raised {type(exc).__name__}: {exc}",
+                "raise ConfigError (or ValueError) naming the known splits",
+            )
         else:
-            self.fail("splits", "tasks() accepted an unknown split",
-                      "raise ConfigError (or ValueError) for a split the env does not have")
+            self.fail(
+                "splits",
+                "tasks() accepted an unknown split",
+                "raise ConfigError (or ValueError) for a split the env does not have",
+            )
         seen_ids: dict[str, str] = {}
         seen_prompts: dict[str, str] = {}
         for split, tasks in by_split.items():
             for task in tasks:
                 other = seen_ids.setdefault(task.id, split)
                 if other != split:
-                    self.fail("splits", f"task id {task.id!r} is in {other!r} and {split!r}",
-                              "keep splits disjoint (put the split in the id)")
+                    self.fail(
+                        "splits",
+                        f"task id {task.id!r} is in {other!r} and {split!r}",
+                        "keep splits disjoint (put the split in the id)",
+                    )
                     return
                 prompt = self.content(task)
                 other = seen_prompts.setdefault(prompt, split)
                 if other != split:
-                    self.fail("splits", f"task {task.id!r} of {split!r} has the same prompt as "
-                              f"a task of {other!r}",
-                              "keep splits disjoint by content (see nemo_gym.envs.procedural)")
+                    self.fail(
+                        "splits",
+                        f"task {task.id!r} of {split!r} has the same prompt as a task of {other!r}",
+                        "keep splits disjoint by content (see nemo_gym.envs.procedural)",
+                    )
                     return
 
     def content(self, task: Task) -> str:
@@ -165,7 +202,9 @@ class _Checker:
         content = getattr(self.env, "content", None)
         if callable(content):
             return str(content(task))
-        prompt = task.prompt if task.prompt is not None else repr([m.content for m in task.messages])
+        prompt = (
+            task.prompt if task.prompt is not None else repr([m.content for m in task.messages])
+        )
         return f"{prompt}\n{task.answer!r}"
 
     async def check_episode(self, task: Task) -> None:
@@ -175,9 +214,11 @@ class _Checker:
                 tools = list(getattr(episode, "tools", ()) or ())
             await episode.__aexit__(None, None, None)
         except Exception as exc:
-            self.fail("episode", f"opening/closing the episode of {task.id!r} raised "
-                      f"{type(exc).__name__}: {exc}",
-                      "open() returns an async context manager whose exit is idempotent")
+            self.fail(
+                "episode",
+                f"opening/closing the episode of {task.id!r} raised {type(exc).__name__}: {exc}",
+                "open() returns an async context manager whose exit is idempotent",
+            )
             return
         self.check_tools(tools)
 
@@ -186,16 +227,25 @@ class _Checker:
         for tool, name in zip(tools, names, strict=True):
             spec = getattr(tool, "spec", None)
             if spec is None or not isinstance(name, str) or not _TOOL_NAME.match(name):
-                self.fail("tools", f"tool name {name!r} is not 1-64 letters, digits, _ or -",
-                          "rename the tool (models' APIs reject other names)")
+                self.fail(
+                    "tools",
+                    f"tool name {name!r} is not 1-64 letters, digits, _ or -",
+                    "rename the tool (models' APIs reject other names)",
+                )
                 continue
             problem = _schema_problem(spec.parameters)
             if problem:
-                self.fail("tools", f"tool {name!r}: {problem}",
-                          "give parameters as a JSON Schema object with properties")
+                self.fail(
+                    "tools",
+                    f"tool {name!r}: {problem}",
+                    "give parameters as a JSON Schema object with properties",
+                )
             if not spec.description.strip():
-                self.fail("tools", f"tool {name!r} has no description",
-                          "document the tool: the model reads the description")
+                self.fail(
+                    "tools",
+                    f"tool {name!r} has no description",
+                    "document the tool: the model reads the description",
+                )
         if len(set(names)) != len(names):
             self.fail("tools", f"tool names repeat: {names}", "give each tool its own name")
 
@@ -214,23 +264,35 @@ class _Checker:
             done = await rollout(self.env, ScriptedModel(turns), task)
             reward = _reward(done)
             if reward is None:
-                self.fail("oracle", f"the oracle's rollout of {task.id!r} failed: {_why(done)}",
-                          "make oracle(task) return the turns the harness asks for")
+                self.fail(
+                    "oracle",
+                    f"the oracle's rollout of {task.id!r} failed: {_why(done)}",
+                    "make oracle(task) return the turns the harness asks for",
+                )
                 continue
             if not math.isclose(reward, expected, rel_tol=1e-9, abs_tol=1e-9):
-                self.fail("oracle", f"the oracle scored {reward} on {task.id!r}, not {expected}",
-                          "fix the verifier or the oracle: the gold answer must earn the maximum")
+                self.fail(
+                    "oracle",
+                    f"the oracle scored {reward} on {task.id!r}, not {expected}",
+                    "fix the verifier or the oracle: the gold answer must earn the maximum",
+                )
             await self.check_deterministic(task, done)
             wrong = getattr(self.env, "wrong", None)
             if callable(wrong):
                 missed = await rollout(self.env, ScriptedModel(list(wrong(task))), task)
                 score = _reward(missed)
                 if score is None:
-                    self.fail("wrong", f"the wrong reply's rollout of {task.id!r} failed: "
-                              f"{_why(missed)}", "score a wrong answer, do not fail on it")
+                    self.fail(
+                        "wrong",
+                        f"the wrong reply's rollout of {task.id!r} failed: {_why(missed)}",
+                        "score a wrong answer, do not fail on it",
+                    )
                 elif score >= expected:
-                    self.fail("wrong", f"a wrong reply scored {score} on {task.id!r}",
-                              "the verifier must score a wrong answer below the gold one")
+                    self.fail(
+                        "wrong",
+                        f"a wrong reply scored {score} on {task.id!r}",
+                        "the verifier must score a wrong answer below the gold one",
+                    )
 
     async def check_deterministic(self, task: Task, done: Rollout) -> None:
         first = done.rewards
@@ -239,13 +301,23 @@ class _Checker:
                 Rewards.of(await self.env.verifier.verify(task, done.trajectory)) for _ in range(2)
             ]
         except Exception as exc:
-            self.fail("deterministic", f"verifying {task.id!r} again raised {exc!r}",
-                      "make the verifier a function of (task, trajectory) alone")
+            self.fail(
+                "deterministic",
+                f"verifying {task.id!r} again raised {exc!r}",
+                "make the verifier a function of (task, trajectory) alone",
+            )
             return
         for other in again:
-            if first is None or other.reward != first.reward or other.components != first.components:
-                self.fail("deterministic", f"verifying {task.id!r} twice gave different rewards",
-                          "remove randomness and outside state from the verifier")
+            if (
+                first is None
+                or other.reward != first.reward
+                or other.components != first.components
+            ):
+                self.fail(
+                    "deterministic",
+                    f"verifying {task.id!r} twice gave different rewards",
+                    "remove randomness and outside state from the verifier",
+                )
                 return
 
 
@@ -333,12 +405,18 @@ def _check_rebuild(checker: _Checker, tasks: list[Task]) -> None:
         split = "test" if "test" in getattr(checker.env, "splits", ("test",)) else None
         again = list(rebuilt.tasks(split=split or checker.env.splits[0], limit=len(tasks)))
     except Exception as exc:
-        checker.fail("spec", f"rebuilding from {spec.id!r}'s spec raised {exc!r}",
-                     "keep constructor options JSON values (they are the spec)")
+        checker.fail(
+            "spec",
+            f"rebuilding from {spec.id!r}'s spec raised {exc!r}",
+            "keep constructor options JSON values (they are the spec)",
+        )
         return
     if [t.id for t in again] != [t.id for t in tasks]:
-        checker.fail("spec", "the env rebuilt from its spec has other tasks",
-                     "every option that changes the tasks must be a constructor argument")
+        checker.fail(
+            "spec",
+            "the env rebuilt from its spec has other tasks",
+            "every option that changes the tasks must be a constructor argument",
+        )
     else:
         checker.passed("spec")
 

@@ -51,11 +51,11 @@ __all__ = [
     "Entry",
     "Kind",
     "Spec",
+    "add_search_dir",
     "build",
     "entries",
     "lookup",
     "names",
-    "add_search_dir",
     "register",
     "search_dirs",
     "spec_of",
@@ -469,7 +469,9 @@ def lookup(kind: Kind, name: str) -> Entry:
         if not exact:  # an unversioned entry whose class declares the version asked for
             exact = [e for e in found if e.version is None and _declared_version(e) == version]
         if not exact:
-            have = ", ".join(e.id if e.version else f"{e.name}@{_declared_version(e)}" for e in found)
+            have = ", ".join(
+                e.id if e.version else f"{e.name}@{_declared_version(e)}" for e in found
+            )
             raise ConfigError(f"{kind} {base!r} has no version {version!r}; have: {have}")
         return exact[0]
     return max(found, key=lambda e: _version_key(e.version))
@@ -480,7 +482,11 @@ def _declared_version(entry: Entry) -> str | None:
         declared = getattr(entry.load(), "version", None)
     except ConfigError:
         return None
-    return str(declared) if isinstance(declared, str | int) and not isinstance(declared, bool) else None
+    return (
+        str(declared)
+        if isinstance(declared, str | int) and not isinstance(declared, bool)
+        else None
+    )
 
 
 def names(kind: Kind) -> list[str]:

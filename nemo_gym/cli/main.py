@@ -346,7 +346,8 @@ def _list(args: argparse.Namespace) -> int:
     domain_width = max((len(info.domain) for info in infos), default=6)
     for info in infos:
         version = f"v{info.version}" if info.version else "-"
-        print(f"{info.name:<{width}}  {version:<3}  {info.domain:<{domain_width}}  {info.description}")
+        name, domain = f"{info.name:<{width}}", f"{info.domain:<{domain_width}}"
+        print(f"{name}  {version:<3}  {domain}  {info.description}")
     domains = sorted({info.domain for info in infos})
     print(f"{len(infos)} environments in {len(domains)} domains: {', '.join(domains)}")
     return 0

@@ -124,7 +124,9 @@ class Env(Described):
         if split != "test":
             from nemo_gym.errors import ConfigError
 
-            raise ConfigError(f"{self.name} runs given tasks: they are its 'test' split, not {split!r}")
+            raise ConfigError(
+                f"{self.name} runs given tasks: they are its 'test' split, not {split!r}"
+            )
         return self._tasks[:limit] if limit is not None else list(self._tasks)
 
     def with_tasks(self: _E, tasks: Iterable[Task]) -> _E:

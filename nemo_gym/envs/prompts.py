@@ -43,12 +43,12 @@ def choices(options: Sequence[str], letters: str = LETTERS) -> str:
     """Options as lettered lines: "A. first" ..."""
     if len(options) > len(letters):
         raise ValueError(f"{len(options)} options but only {len(letters)} letters")
-    return "\n".join(f"{letter}. {option}" for letter, option in zip(letters, options, strict=False))
+    return "\n".join(
+        f"{letter}. {option}" for letter, option in zip(letters, options, strict=False)
+    )
 
 
-def multiple_choice(
-    question: str, options: Sequence[str], instruction: str = LETTER_BOXED
-) -> str:
+def multiple_choice(question: str, options: Sequence[str], instruction: str = LETTER_BOXED) -> str:
     """A multiple-choice prompt: the question, its lettered options, the instruction."""
     return join(question, choices(options), instruction)
 

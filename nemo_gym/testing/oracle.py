@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
+
 from nemo_gym.errors import ModelError
 from nemo_gym.protocols import Environment
 from nemo_gym.records import Message, ModelRequest, ModelResponse, Task, Usage

@@ -54,8 +54,13 @@ __all__ = [
 
 Format = Literal["json", "yaml", "toml", "csv", "xml"]
 FORMATS: tuple[str, ...] = ("json", "yaml", "toml", "csv", "xml")
-_TAGS = {"json": {"json"}, "yaml": {"yaml", "yml"}, "toml": {"toml"}, "csv": {"csv"},
-         "xml": {"xml"}}
+_TAGS = {
+    "json": {"json"},
+    "yaml": {"yaml", "yml"},
+    "toml": {"toml"},
+    "csv": {"csv"},
+    "xml": {"xml"},
+}
 _BEGIN_END = re.compile(r"<\|BEGIN_CODE\|>[ \t]*\n?(.*?)(?:<\|END_CODE\|>|$)", re.S)
 
 
@@ -72,7 +77,9 @@ def _xml_value(element: ElementTree.Element) -> Any:
         value = _xml_value(child)
         if child.tag in node:
             existing = node[child.tag]
-            node[child.tag] = [*existing, value] if isinstance(existing, list) else [existing, value]
+            node[child.tag] = (
+                [*existing, value] if isinstance(existing, list) else [existing, value]
+            )
         else:
             node[child.tag] = value
     text = (element.text or "").strip()
@@ -154,7 +161,7 @@ def dump_document(value: Any, fmt: str) -> str:
         return out.getvalue()
     if not isinstance(value, dict) or len(value) != 1:
         raise ConfigError("an XML document is a mapping with exactly one root element")
-    (tag, body), = value.items()
+    ((tag, body),) = value.items()
     return _xml(tag, body)
 
 
@@ -166,7 +173,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        return (
+            "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        )
     return json.dumps(str(value), ensure_ascii=False)
 
 
@@ -182,7 +191,7 @@ def _toml(value: Any, prefix: str = "") -> str:
             tables += [f"[[{name}]]\n" + _toml(i, f"{name}.") for i in item]
         else:
             lines.append(f"{json.dumps(key)} = {_toml_value(item)}")
-    return "\n".join(lines + [""] + tables) if tables else "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *tables]) if tables else "\n".join(lines) + "\n"
 
 
 def _xml(tag: str, body: Any) -> str:
@@ -198,7 +207,9 @@ def _xml(tag: str, body: Any) -> str:
 
 
 def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    return (
+        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    )
 
 
 def strict_schema(schema: Any) -> Any:
@@ -393,15 +404,20 @@ class DocumentVerifier:
             meta: dict[str, Any] = {"extracted_answer": value}
             if errors:
                 meta["errors"] = errors
-            return Rewards(reward=float(not errors),
-                           components={"format": 1.0, "valid": float(not errors)}, metadata=meta)
+            return Rewards(
+                reward=float(not errors),
+                components={"format": 1.0, "valid": float(not errors)},
+                metadata=meta,
+            )
         if paths:
             found = [p for p in paths if path_exists(value, p)]
             share = len(found) / len(paths)
             missing = [p for p in paths if p not in found][:10]
-            return Rewards(reward=round(0.2 + 0.8 * share, 2),
-                           components={"format": 1.0, "paths": share},
-                           metadata={"extracted_answer": value, "missing_paths": missing})
+            return Rewards(
+                reward=round(0.2 + 0.8 * share, 2),
+                components={"format": 1.0, "paths": share},
+                metadata={"extracted_answer": value, "missing_paths": missing},
+            )
         return Rewards(reward=1.0, components={"format": 1.0}, metadata={"extracted_answer": value})
 
     def _tool_document(self, task: Task, trajectory: Trajectory) -> tuple[Any, str | None]:
@@ -427,14 +443,20 @@ class DocumentVerifier:
         if task.metadata.get("response_mode") == "tool_call":
             value, error = self._tool_document(task, trajectory)
             if error is not None:
-                return Rewards(reward=0.0, components={"format": 0.0},
-                               metadata={"extracted_answer": None, "reason": error})
+                return Rewards(
+                    reward=0.0,
+                    components={"format": 0.0},
+                    metadata={"extracted_answer": None, "reason": error},
+                )
             return self.score(task, value, "json")
         fmt = self.format or task.metadata.get("format")
         if not fmt:
             raise VerifierError(f"task {task.id}: no document format (metadata['format'])")
         parsed = extract_document(response_text(trajectory), str(fmt))
         if not parsed.ok:
-            return Rewards(reward=0.0, components={"format": 0.0},
-                           metadata={"extracted_answer": None, "reason": parsed.error})
+            return Rewards(
+                reward=0.0,
+                components={"format": 0.0},
+                metadata={"extracted_answer": None, "reason": parsed.error},
+            )
         return self.score(task, parsed.value, str(fmt).lower())

@@ -121,8 +121,11 @@ class NodeSetF1:
         expected = set(json.loads(value) if isinstance(value, str) else value)
         predicted = parse_final_list(response_text(trajectory))
         if predicted is None:
-            return Rewards(reward=0.0, components={"f1": 0.0},
-                           metadata={"extracted_answer": None, "reason": "no 'Final Answer: [...]'"})
+            return Rewards(
+                reward=0.0,
+                components={"f1": 0.0},
+                metadata={"extracted_answer": None, "reason": "no 'Final Answer: [...]'"},
+            )
         got = set(predicted)
         if not got and not expected:
             f1 = 1.0
@@ -143,8 +146,11 @@ class SequenceRatio:
         gold = str(get_gold(task, self.gold))
         reply = response_text(trajectory).strip()
         if not reply.startswith(prefix):
-            return Rewards(reward=0.0, components={"prefix": 0.0},
-                           metadata={"reason": f"the reply does not start with {prefix!r}"})
+            return Rewards(
+                reward=0.0,
+                components={"prefix": 0.0},
+                metadata={"reason": f"the reply does not start with {prefix!r}"},
+            )
         ratio = SequenceMatcher(None, reply.removeprefix(prefix), gold.removeprefix(prefix)).ratio()
         return Rewards(reward=ratio, components={"prefix": 1.0, "similarity": ratio})
 

@@ -181,8 +181,11 @@ class ShortAnswer:
         extract = task.metadata.get("extract", self.extract)
         answer = extract_short_answer(response_text(trajectory), extract)
         if answer is None:
-            return Rewards(reward=0.0, components={"accuracy": 0.0, "exact": 0.0, "f1": 0.0},
-                           metadata={"extracted_answer": None, "reason": f"no {extract} answer"})
+            return Rewards(
+                reward=0.0,
+                components={"accuracy": 0.0, "exact": 0.0, "f1": 0.0},
+                metadata={"extracted_answer": None, "reason": f"no {extract} answer"},
+            )
         if self.match == "contains":
             correct = contains_answer(answer, golds)
         else:

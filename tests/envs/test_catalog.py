@@ -81,39 +81,63 @@ def test_gym_eval_run_works(name: str, tmp_path: Path, capsys: pytest.CaptureFix
     env = gym.make(name, **env_options)
     registry.register("model", "oracle-test", lambda: OracleModel(env, limit=3), replace=True)
     try:
-        args = ["eval", "run", name, "--model", "oracle-test", "--limit", "3", "--concurrency", "1",
-                "--output", str(tmp_path / "run")]
-        args += [a for k, v in env_options.items() for a in ("--env-option", f"{k}={json.dumps(v)}")]
+        args = [
+            "eval",
+            "run",
+            name,
+            "--model",
+            "oracle-test",
+            "--limit",
+            "3",
+            "--concurrency",
+            "1",
+            "--output",
+            str(tmp_path / "run"),
+        ]
+        args += [
+            a for k, v in env_options.items() for a in ("--env-option", f"{k}={json.dumps(v)}")
+        ]
         assert main(args) == 0, capsys.readouterr().err
     finally:
         registry.unregister("model", "oracle-test")
     out = capsys.readouterr().out
     assert "rollouts 3  ok 3  failed 0" in out, out
-    rows = [json.loads(line) for line in (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()
+    ]
     for row in rows:
         task = gym.Task.model_validate(row["task"])
         if env.oracle(task) is not None:
-            assert row["rewards"]["reward"] == pytest.approx(env.oracle_reward(task)), row["task_id"]
+            assert row["rewards"]["reward"] == pytest.approx(env.oracle_reward(task)), row[
+                "task_id"
+            ]
 
 
 def test_the_catalog_page_is_the_registry() -> None:
     page = (DOCS / "catalog.md").read_text()
-    assert page == gym.catalog.catalog_markdown(), "regenerate: gym list --markdown > docs/catalog.md"
+    assert page == gym.catalog.catalog_markdown(), (
+        "regenerate: gym list --markdown > docs/catalog.md"
+    )
 
 
 def test_gym_list_summarises(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-1].startswith(f"{len(INFOS)} environments in {len({i.domain for i in INFOS})} domains")
+    assert out[-1].startswith(
+        f"{len(INFOS)} environments in {len({i.domain for i in INFOS})} domains"
+    )
     assert main(["list", "--markdown"]) == 0
     assert capsys.readouterr().out == gym.catalog.catalog_markdown()
 
 
 def test_versioned_ids_resolve_to_the_latest() -> None:
     assert gym.make("arithmetic@2").to_spec().version == "2"
-    registry.register("env", "versioned-test", "nemo_gym.envs.math.arithmetic:Arithmetic", version="1")
-    registry.register("env", "versioned-test", "nemo_gym.envs.math.arithmetic:ArithmeticSmall",
-                      version="10")
+    registry.register(
+        "env", "versioned-test", "nemo_gym.envs.math.arithmetic:Arithmetic", version="1"
+    )
+    registry.register(
+        "env", "versioned-test", "nemo_gym.envs.math.arithmetic:ArithmeticSmall", version="10"
+    )
     try:
         assert gym.make("versioned-test").terms == 2  # type: ignore[attr-defined]
         assert gym.make("versioned-test@1").terms == 3  # type: ignore[attr-defined]
@@ -143,13 +167,18 @@ class Echo(gym.Env):
 '''
 
 
-def test_local_folders_add_environments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_local_folders_add_environments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "echo_word.py").write_text(LOCAL_ENV)
     (tmp_path / "_helper.py").write_text("raise RuntimeError('never imported')")
     monkeypatch.setenv(registry.SEARCH_PATH_VARIABLE, str(tmp_path))
     info = gym.env_info("echo_word")
-    assert (info.origin, info.domain, info.description) == ("local", "testing", "Say the word back.")
+    assert (info.origin, info.domain, info.description) == (
+        "local",
+        "testing",
+        "Say the word back.",
+    )
     env = gym.make("echo_word")
     assert gym.check_env(env).ok
     assert main(["list"]) == 0
@@ -160,10 +189,12 @@ def test_local_folders_add_environments(tmp_path: Path, monkeypatch: pytest.Monk
     assert "echo_word" in capsys.readouterr().out
 
 
-def test_a_broken_local_environment_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_local_environment_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "broken_env.py").write_text("x = 1\n")
     monkeypatch.setenv(registry.SEARCH_PATH_VARIABLE, str(tmp_path))
-    with pytest.raises(gym.errors.ConfigError, match="broken_env.py: define a factory"):
+    with pytest.raises(gym.errors.ConfigError, match=r"broken_env\.py: define a factory"):
         gym.make("broken_env")
 
 
@@ -173,8 +204,10 @@ def test_check_env_reports_every_problem_with_its_fix() -> None:
         splits = ("train", "test")
 
         def tasks(self, split: str = "test", limit: int | None = None):  # type: ignore[override]
-            base = [gym.Task(id="same", prompt="2+2?", answer="4"), gym.Task(id="same", prompt="3+3?",
-                                                                           answer="6")]
+            base = [
+                gym.Task(id="same", prompt="2+2?", answer="4"),
+                gym.Task(id="same", prompt="3+3?", answer="6"),
+            ]
             return base  # ignores split and limit
 
         def oracle(self, task: gym.Task) -> list[gym.Message]:

@@ -46,12 +46,20 @@ async def test_wordle_through_tools_scores_like_nemo_gym() -> None:
     guess = next(w for w in words() if w != task.answer)
 
     def call(word: str) -> Message:
-        return Message.assistant(tool_calls=(ToolCall(id=word, name="submit_guess",
-                                                      arguments=json.dumps({"guess": word})),))
+        return Message.assistant(
+            tool_calls=(
+                ToolCall(id=word, name="submit_guess", arguments=json.dumps({"guess": word})),
+            )
+        )
 
-    done = await gym.rollout(env, gym.models.ScriptedModel([call(guess), call(task.answer),
-                                                            Message.assistant("won")]), task)
-    assert done.reward is not None and 0.1 <= done.reward <= 1.8  # a win in two: 1.8 minus penalties
+    done = await gym.rollout(
+        env,
+        gym.models.ScriptedModel([call(guess), call(task.answer), Message.assistant("won")]),
+        task,
+    )
+    assert (
+        done.reward is not None and 0.1 <= done.reward <= 1.8
+    )  # a win in two: 1.8 minus penalties
 
 
 def test_blackjack_aces_count_one_or_eleven() -> None:
@@ -62,7 +70,10 @@ def test_sokoban_pushes_and_solves() -> None:
     walls = {(r, c) for r in range(5) for c in range(5) if r in (0, 4) or c in (0, 4)}
     boxes = frozenset({(2, 2)})
     assert push(walls, boxes, (2, 1), "right") == ((2, 2), frozenset({(2, 3)}))
-    assert push(walls, frozenset({(2, 3)}), (2, 2), "right") == ((2, 2), frozenset({(2, 3)}))  # wall
+    assert push(walls, frozenset({(2, 3)}), (2, 2), "right") == (
+        (2, 2),
+        frozenset({(2, 3)}),
+    )  # wall
     assert solve(walls, frozenset({(2, 3)}), boxes, (2, 1)) == ["right"]
 
 
@@ -83,17 +94,42 @@ def test_clock_times_parse(hour: int, minute: int) -> None:
 
 
 def test_calendars_are_checked_like_nemo_gyms() -> None:
-    want = {"0": {"event_id": 0, "duration": 60, "constraint": "before 11am", "min_time": "10:00",
-                  "max_time": "16:00"},
-            "1": {"event_id": 1, "duration": 30, "constraint": "between 1pm and 2pm", "min_time": "10:00",
-                  "max_time": "16:00"}}
+    want = {
+        "0": {
+            "event_id": 0,
+            "duration": 60,
+            "constraint": "before 11am",
+            "min_time": "10:00",
+            "max_time": "16:00",
+        },
+        "1": {
+            "event_id": 1,
+            "duration": 30,
+            "constraint": "between 1pm and 2pm",
+            "min_time": "10:00",
+            "max_time": "16:00",
+        },
+    }
     plan = schedule(want)
     assert plan is not None
-    good = json.dumps([{"event_id": i, "event_name": "x", "start_time": f"{s // 60}:{s % 60:02d}",
-                        "duration": d} for i, s, d in plan])
+    good = json.dumps(
+        [
+            {
+                "event_id": i,
+                "event_name": "x",
+                "start_time": f"{s // 60}:{s % 60:02d}",
+                "duration": d,
+            }
+            for i, s, d in plan
+        ]
+    )
     assert check_calendar(good, want) == (True, "ok")
-    overlap = json.dumps([{"event_id": 0, "start_time": "10:00", "duration": 60},
-                          {"event_id": 1, "start_time": "10:30", "duration": 30}])
+    overlap = json.dumps(
+        [
+            {"event_id": 0, "start_time": "10:00", "duration": 60},
+            {"event_id": 1, "start_time": "10:30", "duration": 30},
+        ]
+    )
     assert check_calendar(overlap, want) == (False, "events overlap")
     assert check_calendar("no calendar", want)[0] is False
 

@@ -36,13 +36,18 @@ def _server(name: str):  # type: ignore[no-untyped-def]
     import resources_servers
     from nemo_gym.server_utils import ServerClient
 
-    folder = Path(list(resources_servers.__path__)[0]) / name
+    folder = Path(next(iter(resources_servers.__path__))) / name
     sys.path.insert(0, str(folder))
     module = importlib.import_module(f"resources_servers.{name}.app")
     from nemo_gym.base_resources_server import SimpleResourcesServer
 
-    classes = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, SimpleResourcesServer)
-               and c.__module__ == module.__name__]
+    classes = [
+        c
+        for c in vars(module).values()
+        if inspect.isclass(c)
+        and issubclass(c, SimpleResourcesServer)
+        and c.__module__ == module.__name__
+    ]
     cls = classes[-1]
     config_cls = typing.get_type_hints(cls)["config"]
     config = config_cls(**CONFIG, **OVERRIDES.get(name, {}))

@@ -11,9 +11,10 @@ venv those tests skip, saying so. Build it with:
     python3 -m venv /work/venvs/catalog
     pip download --no-deps --ignore-requires-python nemo-gym==0.7.0 -d /tmp/w
     /work/venvs/catalog/bin/pip install --no-deps --ignore-requires-python /tmp/w/*.whl
-    /work/venvs/catalog/bin/pip install openai==2.44.0 fastapi uvicorn aiohttp omegaconf hydra-core \
-        orjson pandas 'scipy<1.17' ray wandb yappi pydot mcp itsdangerous math-verify[antlr4_13_2]==0.8.0 \
-        xmltodict==1.0.2 openapi-schema-validator==0.6.3 pyyaml toml reasoning-gym==0.1.25 sacrebleu
+    /work/venvs/catalog/bin/pip install openai==2.44.0 fastapi uvicorn aiohttp omegaconf \
+        hydra-core orjson pandas 'scipy<1.17' ray wandb yappi pydot mcp itsdangerous \
+        math-verify[antlr4_13_2]==0.8.0 xmltodict==1.0.2 openapi-schema-validator==0.6.3 \
+        pyyaml toml reasoning-gym==0.1.25 sacrebleu
 """
 
 from __future__ import annotations
@@ -39,15 +40,46 @@ PYTHON = os.environ.get("NEMO_GYM_REFERENCE_PYTHON", "/work/venvs/catalog/bin/py
 
 # (server, reply, task or "*") -> (ours, NeMo Gym's, why): where our reward differs, on purpose.
 DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
-    ("gpqa_diamond", "stated", "*"): (1.0, 0.0, "an answer stated as 'The correct option is (C).' counts"),
-    ("graphwalks", "quoted", "*"): (1.0, 0.0, "quoted node names in the final list are the same nodes"),
-    ("string_match", "near_miss", "*"): (0.0, 0.98, "a number 0.5% off the gold is wrong, not 0.98 right"),
-    ("hotpotqa_qa", "in_word", "*"): (0.0, 1.0, "'Ed Woodward' does not contain the name 'Ed Wood'"),
-    ("xlam_fc", "extra_argument", "*"): (0.0, 1.0, "an argument the expected call lacks changes the call"),
-    ("arc_agi", "restated", "*"): (1.0, 0.0, "the last grid of the reply is its answer, not the first"),
-    ("calendar", "draft_then_final", "*"): (1.0, 0.0, "the last calendar of the reply is its answer"),
-    ("instruction_following", "lowercase_ok", "*"): (1.0, 0.0, "'all lowercase words should appear at most "
-                                                     "N times' bounds each word, not their total"),
+    ("gpqa_diamond", "stated", "*"): (
+        1.0,
+        0.0,
+        "an answer stated as 'The correct option is (C).' counts",
+    ),
+    ("graphwalks", "quoted", "*"): (
+        1.0,
+        0.0,
+        "quoted node names in the final list are the same nodes",
+    ),
+    ("string_match", "near_miss", "*"): (
+        0.0,
+        0.98,
+        "a number 0.5% off the gold is wrong, not 0.98 right",
+    ),
+    ("hotpotqa_qa", "in_word", "*"): (
+        0.0,
+        1.0,
+        "'Ed Woodward' does not contain the name 'Ed Wood'",
+    ),
+    ("xlam_fc", "extra_argument", "*"): (
+        0.0,
+        1.0,
+        "an argument the expected call lacks changes the call",
+    ),
+    ("arc_agi", "restated", "*"): (
+        1.0,
+        0.0,
+        "the last grid of the reply is its answer, not the first",
+    ),
+    ("calendar", "draft_then_final", "*"): (
+        1.0,
+        0.0,
+        "the last calendar of the reply is its answer",
+    ),
+    ("instruction_following", "lowercase_ok", "*"): (
+        1.0,
+        0.0,
+        "'all lowercase words should appear at most N times' bounds each word, not their total",
+    ),
     ("structeval", "wrong", "structeval-1"): (0.0, 0.2, "one line of prose is not a CSV document"),
 }
 
@@ -67,22 +99,37 @@ def env_options(server: str) -> dict[str, Any]:
 
 
 def _call(name: str, arguments: dict[str, Any]) -> Message:
-    return Message.assistant(tool_calls=(ToolCall(id="call_0", name=name, arguments=json.dumps(arguments)),))
+    return Message.assistant(
+        tool_calls=(ToolCall(id="call_0", name=name, arguments=json.dumps(arguments)),)
+    )
 
 
 # Replies written for the instruction-following rows (they carry no reference response).
 IF_REPLIES = {
-    "instruction_following-0": ("Oliver wakes in the hospital bed.\n\nHe remembers all of it.\n\nCrash "
-                                "sounds echo in his mind as he plans.\n\nThis time he will win the contest.",
-                                "Oliver wakes in the hospital bed.\n\nCrash.\n\nHe plans.\n\nHe fights."),
-    "instruction_following-1": ("Use An Index On Urid.\n* One\n* Two\n* Three\n* Four\n* Five\n***\nDone.",
-                                "add an index on urid.\n* one\n* two\n***\ndone."),
-    "instruction_following-2": ("Relationship games sell well. Relationship mechanics keep players engaged.",
-                                "Puzzle games sell well. Relationship games are part of it."),
-    "instruction_following-3": (" ".join(["Topic [one] spans pages [a] to [b] of [book]."]
-                                         + [f"Sentence {i} adds detail." for i in range(20)]), "See the book."),
-    "instruction_following-4": ("<<Installing JayHorn>>\nDownload the release and unpack it.\n***\n"
-                                "Run the jar with Java.", "Download the release and run it."),
+    "instruction_following-0": (
+        "Oliver wakes in the hospital bed.\n\nHe remembers all of it.\n\nCrash "
+        "sounds echo in his mind as he plans.\n\nThis time he will win the contest.",
+        "Oliver wakes in the hospital bed.\n\nCrash.\n\nHe plans.\n\nHe fights.",
+    ),
+    "instruction_following-1": (
+        "Use An Index On Urid.\n* One\n* Two\n* Three\n* Four\n* Five\n***\nDone.",
+        "add an index on urid.\n* one\n* two\n***\ndone.",
+    ),
+    "instruction_following-2": (
+        "Relationship games sell well. Relationship mechanics keep players engaged.",
+        "Puzzle games sell well. Relationship games are part of it.",
+    ),
+    "instruction_following-3": (
+        " ".join(
+            ["Topic [one] spans pages [a] to [b] of [book]."]
+            + [f"Sentence {i} adds detail." for i in range(20)]
+        ),
+        "See the book.",
+    ),
+    "instruction_following-4": (
+        "<<Installing JayHorn>>\nDownload the release and unpack it.\n***\nRun the jar with Java.",
+        "Download the release and run it.",
+    ),
 }
 
 
@@ -111,26 +158,45 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
     if server == "hotpotqa_qa" and task.answer == "Ed Wood":
         out["in_word"] = [Message.assistant('{"answer": "Ed Woodward"}')]
     if server == "xlam_fc":
-        calls = [ToolCall(id=f"call_{i}", name=c["name"],
-                          arguments=json.dumps({**c["arguments"], **({"verbose": True} if i == 0 else {})}))
-                 for i, c in enumerate(task.answer)]
+        calls = [
+            ToolCall(
+                id=f"call_{i}",
+                name=c["name"],
+                arguments=json.dumps({**c["arguments"], **({"verbose": True} if i == 0 else {})}),
+            )
+            for i, c in enumerate(task.answer)
+        ]
         out["extra_argument"] = [Message.assistant(tool_calls=tuple(calls))]
     if server == "graphwalks" and task.answer:
-        out["quoted"] = [Message.assistant("Final Answer: [" + ", ".join(f'"{n}"' for n in task.answer) + "]")]
+        out["quoted"] = [
+            Message.assistant("Final Answer: [" + ", ".join(f'"{n}"' for n in task.answer) + "]")
+        ]
     if server == "arc_agi":
-        out["restated"] = [Message.assistant(f"The test input is {json.dumps(md['test_input'])}. Applying the "
-                                             f"rule gives {json.dumps(task.answer)}")]
+        out["restated"] = [
+            Message.assistant(
+                f"The test input is {json.dumps(md['test_input'])}. Applying the "
+                f"rule gives {json.dumps(task.answer)}"
+            )
+        ]
     if server == "calendar":
         final = env.oracle(task)[0].content
-        draft = json.dumps([{"event_id": 0, "event_name": "x", "start_time": "09:00", "duration": 5}])
-        out["draft_then_final"] = [Message.assistant(f"First draft: {draft}\nFinal calendar: {final}")]
+        draft = json.dumps(
+            [{"event_id": 0, "event_name": "x", "start_time": "09:00", "duration": 5}]
+        )
+        out["draft_then_final"] = [
+            Message.assistant(f"First draft: {draft}\nFinal calendar: {final}")
+        ]
     if server == "instruction_following":
         follows, breaks = IF_REPLIES[task.id]
         out["follows"], out["breaks"] = [Message.assistant(follows)], [Message.assistant(breaks)]
         if task.id == "instruction_following-1":
-            out["lowercase_ok"] = [Message.assistant(
-                "Add an index on the urid column.\n* Index urid\n* Index draftid\n* Avoid select star\n"
-                "* Filter early\n* Check the plan\n***\nThese steps speed up queries.")]
+            out["lowercase_ok"] = [
+                Message.assistant(
+                    "Add an index on the urid column.\n* Index urid\n* Index draftid\n"
+                    "* Avoid select star\n"
+                    "* Filter early\n* Check the plan\n***\nThese steps speed up queries."
+                )
+            ]
     return out
 
 
@@ -147,7 +213,8 @@ class Case:
 
 def documented(case: Case) -> tuple[float | None, float, str] | None:
     return DIFFERENCES.get((case.server, case.reply, case.task_id)) or DIFFERENCES.get(
-        (case.server, case.reply, "*"))
+        (case.server, case.reply, "*")
+    )
 
 
 async def _cases(server: str) -> list[Case]:
@@ -162,8 +229,17 @@ async def _cases(server: str) -> list[Case]:
             replies["wrong"] = env.wrong(task)
         for reply, turns in replies.items():
             done = await gym.rollout(env, gym.models.ScriptedModel(turns), task)
-            cases.append(Case(server, task.id, reply, done.reward, env.oracle_reward(task),
-                              ng.to_row(done)["response"], task.metadata["nemo_gym"]["row"]))
+            cases.append(
+                Case(
+                    server,
+                    task.id,
+                    reply,
+                    done.reward,
+                    env.oracle_reward(task),
+                    ng.to_row(done)["response"],
+                    task.metadata["nemo_gym"]["row"],
+                )
+            )
     await env.aclose()
     return cases
 
@@ -181,10 +257,19 @@ def reference(all_cases: dict[str, list[Case]]) -> dict[tuple[str, str, str], di
     if not Path(PYTHON).is_file():
         pytest.skip(f"no NeMo Gym reference venv at {PYTHON} (set NEMO_GYM_REFERENCE_PYTHON)")
     cases = [c for server, found in all_cases.items() if ng.SERVERS[server].compared for c in found]
-    payload = "\n".join(json.dumps({"server": c.server, "row": c.row, "response": c.response}) for c in cases)
+    payload = "\n".join(
+        json.dumps({"server": c.server, "row": c.row, "response": c.response}) for c in cases
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # their nemo_gym, not ours
-    done = subprocess.run([PYTHON, str(REFERENCE)], input=payload, capture_output=True, text=True,
-                          timeout=900, env=env, cwd="/")
+    done = subprocess.run(
+        [PYTHON, str(REFERENCE)],
+        input=payload,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd="/",
+    )
     results = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(results) == len(cases), done.stderr[-3000:]
     return {(c.server, c.task_id, c.reply): r for c, r in zip(cases, results, strict=True)}
@@ -214,8 +299,11 @@ def test_the_rows_run_and_score(server: str, all_cases: dict[str, list[Case]]) -
 
 
 @pytest.mark.parametrize("server", sorted(s for s in ng.SERVERS if ng.SERVERS[s].compared))
-def test_rewards_equal_nemo_gyms_own(server: str, all_cases: dict[str, list[Case]],
-                                     reference: dict[tuple[str, str, str], dict[str, Any]]) -> None:
+def test_rewards_equal_nemo_gyms_own(
+    server: str,
+    all_cases: dict[str, list[Case]],
+    reference: dict[tuple[str, str, str], dict[str, Any]],
+) -> None:
     for case in all_cases[server]:
         if (server, case.task_id) in NOT_COMPARABLE:
             continue
@@ -224,15 +312,31 @@ def test_rewards_equal_nemo_gyms_own(server: str, all_cases: dict[str, list[Case
         difference = documented(case)
         if difference is not None:
             ours, nemo, _ = difference
-            assert (case.ours, theirs["reward"]) == (pytest.approx(ours) if ours is not None else None,
-                                                     pytest.approx(nemo)), case
+            assert (case.ours, theirs["reward"]) == (
+                pytest.approx(ours) if ours is not None else None,
+                pytest.approx(nemo),
+            ), case
         else:
-            assert case.ours == pytest.approx(theirs["reward"]), (case.task_id, case.reply, case.ours, theirs)
+            assert case.ours == pytest.approx(theirs["reward"]), (
+                case.task_id,
+                case.reply,
+                case.ours,
+                theirs,
+            )
 
 
 def test_every_difference_is_exercised_and_documented(all_cases: dict[str, list[Case]]) -> None:
-    seen = {(c.server, c.reply, t) for cases in all_cases.values() for c in cases for t in ("*", c.task_id)}
-    page = " ".join((Path(__file__).resolve().parents[2] / "docs" / "coming-from-nemo-gym.md").read_text().split())
+    seen = {
+        (c.server, c.reply, t)
+        for cases in all_cases.values()
+        for c in cases
+        for t in ("*", c.task_id)
+    }
+    page = " ".join(
+        (Path(__file__).resolve().parents[2] / "docs" / "coming-from-nemo-gym.md")
+        .read_text()
+        .split()
+    )
     for key, (_, _, why) in DIFFERENCES.items():
         assert key in seen, key
         assert f"`{key[0]}`" in page and why in page, key
@@ -252,7 +356,11 @@ def test_to_rows_writes_nemo_gym_result_rows(all_cases: dict[str, list[Case]]) -
     assert ok["reward"] == 1.0 and ok["mask_sample"] is False
     calls = [i for i in ok["response"]["output"] if i["type"] == "function_call"]
     assert [c["name"] for c in calls] == [a["name"] for a in source["expected_answers"]]
-    assert failed["reward"] is None and failed["mask_sample"] is True and failed["failure_kind"] == "model"
+    assert (
+        failed["reward"] is None
+        and failed["mask_sample"] is True
+        and failed["failure_kind"] == "model"
+    )
 
 
 def test_own_rollouts_become_rows_too() -> None:
@@ -267,12 +375,18 @@ def test_own_rollouts_become_rows_too() -> None:
 
 def test_bad_rows_are_clear_errors(tmp_path: Path) -> None:
     path = tmp_path / "rows.jsonl"
-    path.write_text('{"responses_create_params": {"input": []}, "options": [{"A": "x"}, {"B": "y"}], '
-                    '"expected_answer": "A"}\n')
-    with pytest.raises(gym.errors.ConfigError, match="rows.jsonl:1: responses_create_params.input"):
+    path.write_text(
+        '{"responses_create_params": {"input": []}, "options": [{"A": "x"}, {"B": "y"}], '
+        '"expected_answer": "A"}\n'
+    )
+    with pytest.raises(
+        gym.errors.ConfigError, match=r"rows\.jsonl:1: responses_create_params\.input"
+    ):
         ng.load(path, server="mcqa")
     path.write_text('{"responses_create_params": {"input": "hi"}}\n')
-    with pytest.raises(gym.errors.ConfigError, match="rows.jsonl:1: missing field 'expected_answer'"):
+    with pytest.raises(
+        gym.errors.ConfigError, match=r"rows\.jsonl:1: missing field 'expected_answer'"
+    ):
         ng.load(path, server="mcqa")
     with pytest.raises(gym.errors.ConfigError, match="unsupported NeMo Gym server 'nope'"):
         ng.load(path, server="nope")

@@ -16,7 +16,12 @@ ALIASES = {"both of them": ["both"], "none of them": ["neither"]}
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(LABELS), st.text(alphabet="I think so .\n", max_size=40))
 def test_a_stated_label_is_found(label: str, prose: str) -> None:
-    assert resolve_label(extract_label_answer(f"{prose}\nFinal answer: {label.upper()}."), LABELS, ALIASES) == label
+    assert (
+        resolve_label(
+            extract_label_answer(f"{prose}\nFinal answer: {label.upper()}."), LABELS, ALIASES
+        )
+        == label
+    )
 
 
 def test_echoing_two_labels_resolves_to_none() -> None:
@@ -27,9 +32,15 @@ def test_echoing_two_labels_resolves_to_none() -> None:
 
 
 async def test_label_match_scores_the_gold() -> None:
-    task = gym.Task(prompt="q", answer="both of them", metadata={"labels": LABELS, "aliases": ALIASES})
-    assert (await gym.testing.verify(LabelMatch(), task=task, response="Final answer: both")).reward == 1.0
-    assert (await gym.testing.verify(LabelMatch(), task=task, response="Final answer: a big blue ball")).reward == 0.0
+    task = gym.Task(
+        prompt="q", answer="both of them", metadata={"labels": LABELS, "aliases": ALIASES}
+    )
+    assert (
+        await gym.testing.verify(LabelMatch(), task=task, response="Final answer: both")
+    ).reward == 1.0
+    assert (
+        await gym.testing.verify(LabelMatch(), task=task, response="Final answer: a big blue ball")
+    ).reward == 0.0
 
 
 async def test_require_boxed_gates_all_tasks_or_flagged_ones() -> None:

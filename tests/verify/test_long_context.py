@@ -39,22 +39,37 @@ def test_word_error_rate(hypothesis: str, reference: str) -> None:
 
 
 async def test_reference_matches() -> None:
-    all_ = await gym.testing.verify(ReferenceMatch("all"), prompt="q", answer=["AA", "BB"], response="aa and cc")
-    any_ = await gym.testing.verify(ReferenceMatch("any"), prompt="q", answer=["AA", "BB"], response="aa")
-    soft = await gym.testing.verify(ReferenceMatch("all", soft=True), prompt="q", answer=["a b c d"],
-                                    response="a b c x")
-    far = await gym.testing.verify(ReferenceMatch("all", soft=True), prompt="q", answer=["a"],
-                                   response="x y z w v")
-    per_task = await gym.testing.verify(ReferenceMatch("all"), prompt="q", answer=["AA", "BB"],
-                                        metadata={"match": "any"}, response="aa")
+    all_ = await gym.testing.verify(
+        ReferenceMatch("all"), prompt="q", answer=["AA", "BB"], response="aa and cc"
+    )
+    any_ = await gym.testing.verify(
+        ReferenceMatch("any"), prompt="q", answer=["AA", "BB"], response="aa"
+    )
+    soft = await gym.testing.verify(
+        ReferenceMatch("all", soft=True), prompt="q", answer=["a b c d"], response="a b c x"
+    )
+    far = await gym.testing.verify(
+        ReferenceMatch("all", soft=True), prompt="q", answer=["a"], response="x y z w v"
+    )
+    per_task = await gym.testing.verify(
+        ReferenceMatch("all"),
+        prompt="q",
+        answer=["AA", "BB"],
+        metadata={"match": "any"},
+        response="aa",
+    )
     assert (all_.reward, any_.reward, soft.reward, per_task.reward) == (0.5, 1.0, 0.75, 1.0)
     assert far.reward == 0.0  # 1 - WER is below 0: clamped, never a negative reward
 
 
 async def test_node_sets() -> None:
     f1 = NodeSetF1()
-    assert (await gym.testing.verify(f1, prompt="q", answer=["a", "b"], response="Final Answer: [a, c]")).reward == 0.5
-    assert (await gym.testing.verify(f1, prompt="q", answer=[], response="Final Answer: []")).reward == 1.0
+    assert (
+        await gym.testing.verify(f1, prompt="q", answer=["a", "b"], response="Final Answer: [a, c]")
+    ).reward == 0.5
+    assert (
+        await gym.testing.verify(f1, prompt="q", answer=[], response="Final Answer: []")
+    ).reward == 1.0
     assert (await gym.testing.verify(f1, prompt="q", answer='["a"]', response="a")).reward == 0.0
 
 

@@ -15,7 +15,9 @@ from nemo_gym.verify.short_answer import (
     same_answer,
 )
 
-_words = st.lists(st.from_regex(r"[A-Za-z]{2,8}", fullmatch=True), min_size=1, max_size=4).map(" ".join)
+_words = st.lists(st.from_regex(r"[A-Za-z]{2,8}", fullmatch=True), min_size=1, max_size=4).map(
+    " ".join
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -43,7 +45,10 @@ def test_answers_that_are_and_are_not_the_same() -> None:
 def test_containment_is_by_whole_words_near_the_start() -> None:
     assert contains_answer("It was Ed Wood.", ["Ed Wood"])
     assert not contains_answer("It was Ed Woodward.", ["Ed Wood"])
-    assert contains_answer("five", ["5"]) and contains_answer("Arthurs Magazine", ["Arthur's Magazine"]) is False
+    assert (
+        contains_answer("five", ["5"])
+        and contains_answer("Arthurs Magazine", ["Arthur's Magazine"]) is False
+    )
     long = "x " * 40 + "Chief of Protocol"
     assert not contains_answer(long, ["Chief of Protocol"])  # buried at the end of a long answer
     assert "Magazine" in " ".join(answer_forms("The Magazine (US)"))
@@ -51,13 +56,21 @@ def test_containment_is_by_whole_words_near_the_start() -> None:
 
 async def test_the_verifier_reports_what_it_read() -> None:
     verifier = ShortAnswer()
-    good = await gym.testing.verify(verifier, prompt="q", answer=["William Shakespeare", "Shakespeare"],
-                                    response="Final answer: Shakespeare.")
+    good = await gym.testing.verify(
+        verifier,
+        prompt="q",
+        answer=["William Shakespeare", "Shakespeare"],
+        response="Final answer: Shakespeare.",
+    )
     none = await gym.testing.verify(verifier, prompt="q", answer="x", response="no marker here")
     assert good.reward == 1.0 and good.metadata["extracted_answer"] == "Shakespeare"
     assert none.reward == 0.0 and none.metadata["extracted_answer"] is None
-    json_mode = await gym.testing.verify(ShortAnswer(extract="json", match="contains"), prompt="q",
-                                         answer="yes", response='Thinking.\n{"answer": "yes, they were"}')
+    json_mode = await gym.testing.verify(
+        ShortAnswer(extract="json", match="contains"),
+        prompt="q",
+        answer="yes",
+        response='Thinking.\n{"answer": "yes, they were"}',
+    )
     assert json_mode.reward == 1.0
     with pytest.raises(gym.errors.ConfigError):
         ShortAnswer(extract="nowhere")  # type: ignore[arg-type]

@@ -37,8 +37,11 @@ class AirlineEpisode(BasicEpisode):
         @tool
         async def search_flights(origin: str, destination: str, date: str) -> list[dict[str, Any]]:
             """Flights between two airports on a date (YYYY-MM-DD)."""
-            return [{"flight_id": k, **v} for k, v in flights.items()
-                    if (v["origin"], v["destination"], v["date"]) == (origin, destination, date)]
+            return [
+                {"flight_id": k, **v}
+                for k, v in flights.items()
+                if (v["origin"], v["destination"], v["date"]) == (origin, destination, date)
+            ]
 
         @tool
         async def change_flight(reservation_id: str, flight_id: str) -> str:
@@ -60,8 +63,10 @@ class AirlineEpisode(BasicEpisode):
             self._get(reservation_id)["bags"] += count
             return f"bags: {self.state[reservation_id]['bags']}"
 
-        super().__init__([get_reservation, search_flights, change_flight, cancel_reservation,
-                          add_bags], state=self.state)
+        super().__init__(
+            [get_reservation, search_flights, change_flight, cancel_reservation, add_bags],
+            state=self.state,
+        )
 
     def _get(self, reservation_id: str) -> dict[str, Any]:
         if reservation_id not in self.state:
@@ -84,20 +89,31 @@ class Airline(ProceduralEnv):
     verification = "the reservations' final state against the policy's outcome"
 
     def __init__(self, *, seed: int = 0, size: int = 1000, max_turns: int = 8) -> None:
-        super().__init__(verify_reservations, seed=seed, size=size,
-                         harness=ToolLoop(max_turns=max_turns, system_prompt=POLICY))
+        super().__init__(
+            verify_reservations,
+            seed=seed,
+            size=size,
+            harness=ToolLoop(max_turns=max_turns, system_prompt=POLICY),
+        )
 
     def draw(self, rng: random.Random) -> Task:
         origin, destination = rng.sample(CITIES, 2)
         day, later = rng.randint(1, 20), rng.randint(21, 28)
         numbers = rng.sample(range(100, 1000), 2)
-        flights = {f"HAT{n}": {"origin": origin, "destination": destination, "date": f"2025-06-{d:02d}"}
-                   for n, d in zip(numbers, (day, later), strict=True)}
+        flights = {
+            f"HAT{n}": {"origin": origin, "destination": destination, "date": f"2025-06-{d:02d}"}
+            for n, d in zip(numbers, (day, later), strict=True)
+        }
         old, new = sorted(flights, key=lambda k: flights[k]["date"])
         rid = "".join(rng.choices("ABCDEFGHJKLMNPQRSTUVWXYZ23456789", k=6))
-        res = {"flight_id": old, "cabin": rng.choice(("basic_economy", "economy", "business")),
-               "passengers": rng.randint(1, 2), "bags": rng.randint(0, 2),
-               "insurance": rng.random() < 0.4, "status": "booked"}
+        res = {
+            "flight_id": old,
+            "cabin": rng.choice(("basic_economy", "economy", "business")),
+            "passengers": rng.randint(1, 2),
+            "bags": rng.randint(0, 2),
+            "insurance": rng.random() < 0.4,
+            "status": "booked",
+        }
         final = {rid: dict(res)}
         kind = rng.choice(("change", "cancel", "bags"))
         if kind == "change":
@@ -105,36 +121,65 @@ class Airline(ProceduralEnv):
             call = ("change_flight", {"reservation_id": rid, "flight_id": new})
             final[rid]["flight_id"] = new if res["cabin"] != "basic_economy" else old
         elif kind == "cancel":
-            request, call = f"I need to cancel reservation {rid}.", ("cancel_reservation", {"reservation_id": rid})
-            final[rid]["status"] = "cancelled" if res["cabin"] == "business" or res["insurance"] else "booked"
+            request, call = (
+                f"I need to cancel reservation {rid}.",
+                ("cancel_reservation", {"reservation_id": rid}),
+            )
+            final[rid]["status"] = (
+                "cancelled" if res["cabin"] == "business" or res["insurance"] else "booked"
+            )
         else:
             count = rng.randint(1, 4)
-            request, call = f"Add {count} checked bags to reservation {rid}.", ("add_bags", {"reservation_id": rid, "count": count})
+            request, call = (
+                f"Add {count} checked bags to reservation {rid}.",
+                ("add_bags", {"reservation_id": rid, "count": count}),
+            )
             if res["bags"] + count <= 3 * res["passengers"]:
                 final[rid]["bags"] += count
         world = {"reservations": {rid: res}, "flights": flights}
         allowed = final[rid] != res
-        return Task(prompt=request, answer=final,
-                    metadata={"world": world, "reservation_id": rid, "call": call if allowed else None,
-                              "route": [origin, destination, flights[new]["date"]]})
+        return Task(
+            prompt=request,
+            answer=final,
+            metadata={
+                "world": world,
+                "reservation_id": rid,
+                "call": call if allowed else None,
+                "route": [origin, destination, flights[new]["date"]],
+            },
+        )
 
     async def open(self, task: Task) -> AirlineEpisode:
         return AirlineEpisode(task.metadata["world"])
 
     def oracle(self, task: Task) -> Turns:
         rid, (origin, destination, date) = task.metadata["reservation_id"], task.metadata["route"]
-        look = ToolCall(id="c0", name="get_reservation", arguments=json.dumps({"reservation_id": rid}))
+        look = ToolCall(
+            id="c0", name="get_reservation", arguments=json.dumps({"reservation_id": rid})
+        )
         turns = [Message.assistant(tool_calls=(look,))]
         call = task.metadata["call"]
         if call and call[0] == "change_flight":
             search = {"origin": origin, "destination": destination, "date": date}
-            turns.append(Message.assistant(tool_calls=(ToolCall(id="c1", name="search_flights", arguments=json.dumps(search)),)))
+            turns.append(
+                Message.assistant(
+                    tool_calls=(
+                        ToolCall(id="c1", name="search_flights", arguments=json.dumps(search)),
+                    )
+                )
+            )
         if call:
-            turns.append(Message.assistant(tool_calls=(ToolCall(id="c2", name=call[0], arguments=json.dumps(call[1])),)))
+            turns.append(
+                Message.assistant(
+                    tool_calls=(ToolCall(id="c2", name=call[0], arguments=json.dumps(call[1])),)
+                )
+            )
             return [*turns, Message.assistant("Done.")]
         return [*turns, Message.assistant("I'm sorry, the policy does not allow that.")]
 
     def wrong(self, task: Task) -> Turns:
         rid = task.metadata["reservation_id"]
-        call = ToolCall(id="c0", name="add_bags", arguments=json.dumps({"reservation_id": rid, "count": 9}))
+        call = ToolCall(
+            id="c0", name="add_bags", arguments=json.dumps({"reservation_id": rid, "count": 9})
+        )
         return [Message.assistant(tool_calls=(call,)), Message.assistant("Done.")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -36,7 +37,11 @@ def satisfied(event: dict[str, Any], want: dict[str, Any]) -> bool:
     """Whether one scheduled event meets its expected duration, window and constraint."""
     start = minutes(str(event["start_time"]))
     end = start + int(event["duration"])
-    if int(event["duration"]) != want["duration"] or start < minutes(want["min_time"]) or end > minutes(want["max_time"]):
+    if (
+        int(event["duration"]) != want["duration"]
+        or start < minutes(want["min_time"])
+        or end > minutes(want["max_time"])
+    ):
         return False
     kind, _, when = (want.get("constraint") or "").partition(" ")
     if kind == "before":
@@ -57,12 +62,15 @@ def check_calendar(reply: str, expected: dict[str, dict[str, Any]]) -> tuple[boo
         try:
             events = json.loads(found)
             by_id = {str(e["event_id"]): e for e in events}
-            spans = sorted((minutes(str(e["start_time"])), minutes(str(e["start_time"])) + int(e["duration"])) for e in events)
+            spans = sorted(
+                (minutes(str(e["start_time"])), minutes(str(e["start_time"])) + int(e["duration"]))
+                for e in events
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             continue
         if set(by_id) != set(expected) or len(by_id) != len(events):
             return False, "the events differ from the expected ones"
-        if any(b[0] < a[1] for a, b in zip(spans, spans[1:])):
+        if any(b[0] < a[1] for a, b in itertools.pairwise(spans)):
             return False, "events overlap"
         bad = [k for k, want in expected.items() if not satisfied(by_id[k], want)]
         return (not bad), f"constraints broken for events {bad}" if bad else "ok"
@@ -84,7 +92,9 @@ def schedule(expected: dict[str, dict[str, Any]]) -> list[tuple[int, int, int]] 
         if index == len(events):
             return True
         want = events[index]
-        for start in range(minutes(want["min_time"]), minutes(want["max_time"]) - want["duration"] + 1, 5):
+        for start in range(
+            minutes(want["min_time"]), minutes(want["max_time"]) - want["duration"] + 1, 5
+        ):
             end = start + want["duration"]
             trial = {"start_time": f"{start // 60}:{start % 60:02d}", "duration": want["duration"]}
             if satisfied(trial, want) and all(end <= s or start >= s + d for _, s, d in plan):
@@ -113,7 +123,9 @@ class Calendar(ProceduralEnv):
     verification = "every event's duration, window and constraint; no overlaps"
 
     def __init__(self, *, seed: int = 0, size: int = 1000, max_events: int = 5) -> None:
-        super().__init__(verify_calendar, seed=seed, size=size, harness=SingleTurn(system_prompt=SYSTEM))
+        super().__init__(
+            verify_calendar, seed=seed, size=size, harness=SingleTurn(system_prompt=SYSTEM)
+        )
         self.max_events = max_events
 
     def draw(self, rng: random.Random) -> Task:
@@ -132,12 +144,24 @@ class Calendar(ProceduralEnv):
         expected, lines = {}, []
         for index, begin, duration in plan:
             kind = rng.choice(("before", "after", "at", "between", None))
-            constraint = {"before": f"before {_clock(begin + duration + 15)}", "after": f"after {_clock(begin)}",
-                          "at": f"at {_clock(begin)}", "between": f"between {_clock(begin)} and {_clock(begin + duration + 30)}",
-                          None: None}[kind]
-            expected[str(index)] = {"event_id": index, "duration": duration, "constraint": constraint,
-                                    "min_time": "10:00", "max_time": "16:00"}
-            lines.append(f"- event {index}: 'Meeting {index + 1}', {duration} minutes" + (f", {constraint}" if constraint else ""))
+            constraint = {
+                "before": f"before {_clock(begin + duration + 15)}",
+                "after": f"after {_clock(begin)}",
+                "at": f"at {_clock(begin)}",
+                "between": f"between {_clock(begin)} and {_clock(begin + duration + 30)}",
+                None: None,
+            }[kind]
+            expected[str(index)] = {
+                "event_id": index,
+                "duration": duration,
+                "constraint": constraint,
+                "min_time": "10:00",
+                "max_time": "16:00",
+            }
+            lines.append(
+                f"- event {index}: 'Meeting {index + 1}', {duration} minutes"
+                + (f", {constraint}" if constraint else "")
+            )
         prompt = "Please add these events to my calendar:\n" + "\n".join(lines)
         return Task(prompt=prompt, answer=expected, metadata={"plan": plan})
 
@@ -145,13 +169,27 @@ class Calendar(ProceduralEnv):
         plan = task.metadata.get("plan") or schedule(task.answer)
         if plan is None:
             return None
-        events = [{"event_id": i, "event_name": f"Meeting {i + 1}", "start_time": f"{s // 60:02d}:{s % 60:02d}", "duration": d}
-                  for i, s, d in plan]
+        events = [
+            {
+                "event_id": i,
+                "event_name": f"Meeting {i + 1}",
+                "start_time": f"{s // 60:02d}:{s % 60:02d}",
+                "duration": d,
+            }
+            for i, s, d in plan
+        ]
         return [Message.assistant(json.dumps(events))]
 
     def wrong(self, task: Task) -> Turns:
-        events = [{"event_id": int(e["event_id"]), "event_name": "x", "start_time": "10:00",
-                   "duration": e["duration"]} for e in task.answer.values()]
+        events = [
+            {
+                "event_id": int(e["event_id"]),
+                "event_name": "x",
+                "start_time": "10:00",
+                "duration": e["duration"],
+            }
+            for e in task.answer.values()
+        ]
         if len(events) < 2:  # one event can't overlap: give it the wrong length instead
             events = [{**e, "duration": e["duration"] + 15} for e in events]
         return [Message.assistant(json.dumps(events))]

@@ -20,8 +20,16 @@ POLICY = """You are a retail customer-service agent. Follow this policy:
 - Only items of a delivered order may be returned.
 - If a request breaks the policy, do not act: explain why, politely.
 Act through the tools; the database is what counts, not what you say."""
-ITEMS = [("mug", 12), ("lamp", 40), ("scarf", 25), ("kettle", 35), ("headphones", 90),
-         ("notebook", 6), ("backpack", 55), ("chair", 120)]
+ITEMS = [
+    ("mug", 12),
+    ("lamp", 40),
+    ("scarf", 25),
+    ("kettle", 35),
+    ("headphones", 90),
+    ("notebook", 6),
+    ("backpack", 55),
+    ("chair", 120),
+]
 REASONS = ("no longer needed", "ordered by mistake")
 
 
@@ -77,22 +85,33 @@ class Retail(ProceduralEnv):
     verification = "the orders' final state against the policy's outcome"
 
     def __init__(self, *, seed: int = 0, size: int = 1000, max_turns: int = 8) -> None:
-        super().__init__(verify_orders, seed=seed, size=size,
-                         harness=ToolLoop(max_turns=max_turns, system_prompt=POLICY))
+        super().__init__(
+            verify_orders,
+            seed=seed,
+            size=size,
+            harness=ToolLoop(max_turns=max_turns, system_prompt=POLICY),
+        )
 
     def draw(self, rng: random.Random) -> Task:
         orders: dict[str, Any] = {}
         for _ in range(3):
             oid = f"#W{rng.randint(1000, 9999)}"
             picked = rng.sample(ITEMS, 2)
-            orders[oid] = {"status": rng.choice(("pending", "shipped", "delivered")),
-                           "items": [{"item_id": f"{n}-{rng.randint(10, 99)}", "name": n, "price": p}
-                                     for n, p in picked]}
+            orders[oid] = {
+                "status": rng.choice(("pending", "shipped", "delivered")),
+                "items": [
+                    {"item_id": f"{n}-{rng.randint(10, 99)}", "name": n, "price": p}
+                    for n, p in picked
+                ],
+            }
         oid = rng.choice(sorted(orders))
         order, final = orders[oid], copy.deepcopy(orders)
         if rng.random() < 0.5:
             reason = rng.choice(REASONS)
-            request, call = f"Please cancel order {oid}, it was {reason}.", ("cancel_order", {"order_id": oid, "reason": reason})
+            request, call = (
+                f"Please cancel order {oid}, it was {reason}.",
+                ("cancel_order", {"order_id": oid, "reason": reason}),
+            )
             if order["status"] == "pending":
                 final[oid].update(status="cancelled", cancel_reason=reason)
         else:
@@ -102,23 +121,40 @@ class Retail(ProceduralEnv):
             if order["status"] == "delivered":
                 final[oid]["returned"] = [item["item_id"]]
         allowed = final != orders
-        return Task(prompt=request, answer=final,
-                    metadata={"orders": orders, "order_id": oid, "call": call if allowed else None})
+        return Task(
+            prompt=request,
+            answer=final,
+            metadata={"orders": orders, "order_id": oid, "call": call if allowed else None},
+        )
 
     async def open(self, task: Task) -> RetailEpisode:
         return RetailEpisode(task.metadata["orders"])
 
     def oracle(self, task: Task) -> Turns:
         oid = task.metadata["order_id"]
-        turns = [Message.assistant(tool_calls=(ToolCall(id="c0", name="get_order",
-                                                        arguments=json.dumps({"order_id": oid})),))]
+        turns = [
+            Message.assistant(
+                tool_calls=(
+                    ToolCall(id="c0", name="get_order", arguments=json.dumps({"order_id": oid})),
+                )
+            )
+        ]
         if task.metadata["call"]:
             name, args = task.metadata["call"]
-            turns.append(Message.assistant(tool_calls=(ToolCall(id="c1", name=name, arguments=json.dumps(args)),)))
+            turns.append(
+                Message.assistant(
+                    tool_calls=(ToolCall(id="c1", name=name, arguments=json.dumps(args)),)
+                )
+            )
             return [*turns, Message.assistant("All done.")]
-        return [*turns, Message.assistant("I'm sorry, our policy does not allow that for this order.")]
+        return [
+            *turns,
+            Message.assistant("I'm sorry, our policy does not allow that for this order."),
+        ]
 
     def wrong(self, task: Task) -> Turns:
         oid = task.metadata["order_id"]
-        call = ToolCall(id="c0", name="cancel_order", arguments=json.dumps({"order_id": oid, "reason": "other"}))
+        call = ToolCall(
+            id="c0", name="cancel_order", arguments=json.dumps({"order_id": oid, "reason": "other"})
+        )
         return [Message.assistant(tool_calls=(call,)), Message.assistant("Done.")]

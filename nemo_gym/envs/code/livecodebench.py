@@ -34,4 +34,9 @@ class LiveCodeBench(CodeDatasetEnv):
         metadata = {**task.metadata, "test_setup": PRELUDE}
         if row.get("reference"):
             metadata["reference_solution"] = row.require("reference", str)
-        return task.model_copy(update={"id": f"{self.name}-{split}-{row.data.get('question_id', row.index)}", "metadata": metadata})
+        return task.model_copy(
+            update={
+                "id": f"{self.name}-{split}-{row.data.get('question_id', row.index)}",
+                "metadata": metadata,
+            }
+        )

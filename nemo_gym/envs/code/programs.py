@@ -20,10 +20,10 @@ from typing import Any
 
 from nemo_gym.envs.base import Env, Turns
 from nemo_gym.envs.code.loaders import load_hf, shipped_problems, task_from_problem
+from nemo_gym.envs.code.oracle import fenced, oracle_turns
 from nemo_gym.errors import ConfigError
 from nemo_gym.harnesses import SingleTurn
 from nemo_gym.protocols import SandboxProvider
-from nemo_gym.envs.code.oracle import fenced, oracle_turns
 from nemo_gym.records import Message, ResourceLimits, Task
 
 __all__ = ["SYSTEM", "CodeEnv"]

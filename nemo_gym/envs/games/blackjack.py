@@ -11,8 +11,10 @@ from nemo_gym.harnesses import MultiStep
 from nemo_gym.records import Message, Observation, Rewards, Task, Trajectory
 
 RANKS = ("2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K", "A")
-RULES = ("Let's play blackjack. Get closer to 21 than the dealer without going over; the "
-         "dealer draws to 17. Reply with <action>hit</action> or <action>stand</action>.")
+RULES = (
+    "Let's play blackjack. Get closer to 21 than the dealer without going over; the "
+    "dealer draws to 17. Reply with <action>hit</action> or <action>stand</action>."
+)
 _ACTION = re.compile(r"<action>\s*(hit|stand)\s*</action>", re.IGNORECASE)
 
 
@@ -43,7 +45,8 @@ class BlackjackEpisode(BasicEpisode):
 
     def show(self) -> str:
         player = self.state["deck"][:2] + self.state["deck"][4 : 4 + self.state["hits"]]
-        return f"Your hand: {', '.join(player)} = {value(player)}. Dealer shows: {self.state['deck'][2]}."
+        dealer = self.state["deck"][2]
+        return f"Your hand: {', '.join(player)} = {value(player)}. Dealer shows: {dealer}."
 
     async def step(self, action: str) -> Observation:
         match = _ACTION.findall(action)
@@ -55,15 +58,18 @@ class BlackjackEpisode(BasicEpisode):
                 return Observation(action=action, observation=self.show())
         reward, player, dealer = outcome(self.state["deck"], self.state["hits"])
         self.state["result"] = reward
-        text = f"You {'win' if reward > 0 else 'push' if reward == 0 else 'lose'}: {value(player)} against {value(dealer)}."
+        verdict = "win" if reward > 0 else "push" if reward == 0 else "lose"
+        text = f"You {verdict}: {value(player)} against {value(dealer)}."
         return Observation(action=action, observation=text, reward=reward, terminated=True)
 
 
 async def verify_hand(task: Task, trajectory: Trajectory) -> Rewards:
     """+1 for a win, 0 for a push, -1 for a loss (or a hand never finished)."""
     result = (trajectory.final_state or {}).get("result")
-    return Rewards(reward=-1.0 if result is None else float(result),
-                   components={"finished": float(result is not None)})
+    return Rewards(
+        reward=-1.0 if result is None else float(result),
+        components={"finished": float(result is not None)},
+    )
 
 
 class Blackjack(ProceduralEnv):
@@ -97,7 +103,8 @@ class Blackjack(ProceduralEnv):
 
     def oracle(self, task: Task) -> Turns:
         return [Message.assistant("<action>hit</action>")] * int(task.answer) + [
-            Message.assistant("<action>stand</action>")]
+            Message.assistant("<action>stand</action>")
+        ]
 
     def wrong(self, task: Task) -> Turns:
         deck = task.metadata["deck"]

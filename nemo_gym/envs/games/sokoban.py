@@ -13,14 +13,19 @@ from nemo_gym.harnesses import MultiStep
 from nemo_gym.records import Message, Observation, Rewards, Task, Trajectory
 
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
-RULES = ("Solve this Sokoban puzzle. Symbols: #=wall, _=floor, O=target, X=box, √=box on target, "
-         "P=player, S=player on target. Push every box onto a target. Reply with one move per "
-         "turn: <action>Up</action>, <action>Down</action>, <action>Left</action> or <action>Right</action>.")
+RULES = (
+    "Solve this Sokoban puzzle. Symbols: #=wall, _=floor, O=target, X=box, √=box on target, "
+    "P=player, S=player on target. Push every box onto a target. Reply with one move per "
+    "turn: <action>Up</action>, <action>Down</action>, <action>Left</action> or "
+    "<action>Right</action>."
+)
 _ACTION = re.compile(r"<action>\s*(up|down|left|right)\s*</action>|\b(up|down|left|right)\b", re.I)
 Cell = tuple[int, int]
 
 
-def push(walls: set[Cell], boxes: frozenset[Cell], player: Cell, move: str) -> tuple[Cell, frozenset[Cell]]:
+def push(
+    walls: set[Cell], boxes: frozenset[Cell], player: Cell, move: str
+) -> tuple[Cell, frozenset[Cell]]:
     """The player and boxes after one move (a blocked move changes nothing)."""
     dr, dc = MOVES[move]
     ahead = (player[0] + dr, player[1] + dc)
@@ -34,8 +39,13 @@ def push(walls: set[Cell], boxes: frozenset[Cell], player: Cell, move: str) -> t
     return ahead, boxes
 
 
-def solve(walls: set[Cell], targets: frozenset[Cell], boxes: frozenset[Cell], player: Cell,
-          limit: int = 200_000) -> list[str] | None:
+def solve(
+    walls: set[Cell],
+    targets: frozenset[Cell],
+    boxes: frozenset[Cell],
+    player: Cell,
+    limit: int = 200_000,
+) -> list[str] | None:
     """A shortest move sequence (breadth-first), or None."""
     start = (player, boxes)
     seen, queue = {start: []}, deque([start])
@@ -51,8 +61,14 @@ def solve(walls: set[Cell], targets: frozenset[Cell], boxes: frozenset[Cell], pl
     return None
 
 
-def render(rows: int, cols: int, walls: set[Cell], targets: frozenset[Cell],
-           boxes: frozenset[Cell], player: Cell) -> str:
+def render(
+    rows: int,
+    cols: int,
+    walls: set[Cell],
+    targets: frozenset[Cell],
+    boxes: frozenset[Cell],
+    player: Cell,
+) -> str:
     def cell(p: Cell) -> str:
         if p in walls:
             return "#"
@@ -70,21 +86,33 @@ class SokobanEpisode(BasicEpisode):
         self.rows, self.cols = board["rows"], board["cols"]
         self.walls = {tuple(w) for w in board["walls"]}
         self.targets = frozenset(tuple(t) for t in board["targets"])
-        super().__init__(state={"player": tuple(board["player"]), "moves": 0, "score": 0.0,
-                                "boxes": sorted(tuple(b) for b in board["boxes"])})
+        super().__init__(
+            state={
+                "player": tuple(board["player"]),
+                "moves": 0,
+                "score": 0.0,
+                "boxes": sorted(tuple(b) for b in board["boxes"]),
+            }
+        )
 
     async def step(self, action: str) -> Observation:
         found = _ACTION.findall(action)
         move = next(((a or b).lower() for a, b in found), None)
         if move is None:
-            return Observation(action=action, observation="Reply with one move, e.g. <action>Up</action>.")
+            return Observation(
+                action=action, observation="Reply with one move, e.g. <action>Up</action>."
+            )
         boxes = frozenset(self.state["boxes"])
         player, after = push(self.walls, boxes, self.state["player"], move)
         gained = len(after & self.targets) - len(boxes & self.targets)
         solved = after == self.targets
         reward = -0.1 + gained + (10.0 if solved else 0.0)  # gym-sokoban's step reward
-        self.state.update(player=player, boxes=sorted(after), moves=self.state["moves"] + 1,
-                          score=round(self.state["score"] + reward, 6))
+        self.state.update(
+            player=player,
+            boxes=sorted(after),
+            moves=self.state["moves"] + 1,
+            score=round(self.state["score"] + reward, 6),
+        )
         board = render(self.rows, self.cols, self.walls, self.targets, after, player)
         return Observation(action=action, observation=board, reward=reward, terminated=solved)
 
@@ -96,8 +124,14 @@ async def verify_sokoban(task: Task, trajectory: Trajectory) -> Rewards:
     on = sum(tuple(b) in targets for b in state.get("boxes", []))
     solved = float(on == len(targets))
     reward = state.get("score", 0.0) if task.metadata.get("scoring") == "gym_sokoban" else solved
-    return Rewards(reward=reward, components={"solved": solved, "boxes_on_target": on / len(targets),
-                                              "moves": float(state.get("moves", 0))})
+    return Rewards(
+        reward=reward,
+        components={
+            "solved": solved,
+            "boxes_on_target": on / len(targets),
+            "moves": float(state.get("moves", 0)),
+        },
+    )
 
 
 class Sokoban(ProceduralEnv):
@@ -110,18 +144,31 @@ class Sokoban(ProceduralEnv):
     domain = "games"
     verification = "all boxes on targets in the final state (or gym-sokoban's summed reward)"
 
-    def __init__(self, *, seed: int = 0, size: int = 1000, rows: int = 6, cols: int = 6,
-                 boxes: int = 1, max_steps: int = 40, scoring: str = "solved") -> None:
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        size: int = 1000,
+        rows: int = 6,
+        cols: int = 6,
+        boxes: int = 1,
+        max_steps: int = 40,
+        scoring: str = "solved",
+    ) -> None:
         if scoring not in ("solved", "gym_sokoban") or rows < 4 or cols < 4:
             raise ConfigError("sokoban: scoring is 'solved' or 'gym_sokoban'; rows, cols >= 4")
-        super().__init__(verify_sokoban, seed=seed, size=size, harness=MultiStep(max_steps=max_steps))
+        super().__init__(
+            verify_sokoban, seed=seed, size=size, harness=MultiStep(max_steps=max_steps)
+        )
         self.rows, self.cols, self.boxes, self.scoring = rows, cols, boxes, scoring
         self.max_steps = max_steps
 
     def board(self, rng: random.Random) -> tuple[dict, list[str]]:
         inner = [(r, c) for r in range(1, self.rows - 1) for c in range(1, self.cols - 1)]
         while True:
-            walls = {(r, c) for r in range(self.rows) for c in range(self.cols) if (r, c) not in inner}
+            walls = {
+                (r, c) for r in range(self.rows) for c in range(self.cols) if (r, c) not in inner
+            }
             walls |= set(rng.sample(inner, rng.randint(0, len(inner) // 8)))
             free = [p for p in inner if p not in walls]
             targets = frozenset(rng.sample(free, self.boxes))
@@ -137,17 +184,32 @@ class Sokoban(ProceduralEnv):
             frozen = frozenset(boxes)
             plan = solve(walls, targets, frozen, player) if frozen != targets else None
             if plan and len(plan) <= self.max_steps // 2:
-                board = {"rows": self.rows, "cols": self.cols, "walls": sorted(walls),
-                         "targets": sorted(targets), "boxes": sorted(frozen), "player": player}
+                board = {
+                    "rows": self.rows,
+                    "cols": self.cols,
+                    "walls": sorted(walls),
+                    "targets": sorted(targets),
+                    "boxes": sorted(frozen),
+                    "player": player,
+                }
                 return board, plan
 
     def draw(self, rng: random.Random) -> Task:
         board, plan = self.board(rng)
-        picture = render(self.rows, self.cols, {tuple(w) for w in board["walls"]},
-                         frozenset(board["targets"]), frozenset(board["boxes"]), board["player"])
+        picture = render(
+            self.rows,
+            self.cols,
+            {tuple(w) for w in board["walls"]},
+            frozenset(board["targets"]),
+            frozenset(board["boxes"]),
+            board["player"],
+        )
         score = round(10.0 + self.boxes - 0.1 * len(plan), 6)
-        return Task(prompt=f"{RULES}\n\n{picture}", answer=plan,
-                    metadata={"board": board, "scoring": self.scoring, "oracle_score": score})
+        return Task(
+            prompt=f"{RULES}\n\n{picture}",
+            answer=plan,
+            metadata={"board": board, "scoring": self.scoring, "oracle_score": score},
+        )
 
     async def open(self, task: Task) -> SokobanEpisode:
         return SokobanEpisode(task.metadata["board"])

@@ -67,9 +67,10 @@ class WordleEpisode(BasicEpisode):
             """The guesses and marks so far."""
             return {k: self.state[k] for k in ("guesses", "marks", "won", "turns_left")}
 
-        super().__init__([submit_guess, check_word_validity, get_game_state],
-                         state={"guesses": [], "marks": [], "invalid": 0, "won": False,
-                                "turns_left": max_turns})
+        super().__init__(
+            [submit_guess, check_word_validity, get_game_state],
+            state={"guesses": [], "marks": [], "invalid": 0, "won": False, "turns_left": max_turns},
+        )
 
     def guess(self, word: str) -> dict[str, Any]:
         if self.state["won"] or self.state["turns_left"] <= 0:
@@ -78,23 +79,36 @@ class WordleEpisode(BasicEpisode):
         self.state["turns_left"] -= 1
         if len(word) != len(self.target) or word not in self.valid:
             self.state["invalid"] += 1
-            return {"valid": False, "error": f"{word!r} is not an accepted {len(self.target)}-letter word",
-                    "turns_left": self.state["turns_left"]}
+            return {
+                "valid": False,
+                "error": f"{word!r} is not an accepted {len(self.target)}-letter word",
+                "turns_left": self.state["turns_left"],
+            }
         marks = feedback(word, self.target)
         self.state["guesses"].append(word)
         self.state["marks"].append(marks)
         self.state["won"] = word == self.target
-        return {"valid": True, "feedback": marks, "won": self.state["won"],
-                "turns_left": self.state["turns_left"]}
+        return {
+            "valid": True,
+            "feedback": marks,
+            "won": self.state["won"],
+            "turns_left": self.state["turns_left"],
+        }
 
     async def step(self, action: str) -> Observation:
         found = _GUESS.findall(action)
         word = next((a or b for a, b in reversed(found)), "")
         result = self.guess(word)
         done = self.state["won"] or self.state["turns_left"] <= 0
-        text = "Correct!" if self.state["won"] else result.get("feedback") or result.get("error", "")
-        return Observation(action=action, observation=f"{word}: {text}", terminated=done,
-                           reward=float(self.state["won"]))
+        text = (
+            "Correct!" if self.state["won"] else result.get("feedback") or result.get("error", "")
+        )
+        return Observation(
+            action=action,
+            observation=f"{word}: {text}",
+            terminated=done,
+            reward=float(self.state["won"]),
+        )
 
 
 def nemo_gym_penalties(guesses: list[str], marks: list[str]) -> float:
@@ -114,8 +128,11 @@ def nemo_gym_penalties(guesses: list[str], marks: list[str]) -> float:
                 greens[pos] = letter
             elif m == "Y":
                 yellows.add(letter)
-        gone |= {c for m, c in zip(mark, guess, strict=True)
-                 if m == "_" and c not in greens.values() and c not in yellows}
+        gone |= {
+            c
+            for m, c in zip(mark, guess, strict=True)
+            if m == "_" and c not in greens.values() and c not in yellows
+        }
     return total
 
 
@@ -132,8 +149,11 @@ async def verify_wordle(task: Task, trajectory: Trajectory) -> Rewards:
         reward = max(win + penalty, 0.1) if won else 0.0
     else:
         reward = float(won)
-    return Rewards(reward=reward, components={"won": float(won), "turns": float(turns)},
-                   metadata={"guesses": state.get("guesses", [])})
+    return Rewards(
+        reward=reward,
+        components={"won": float(won), "turns": float(turns)},
+        metadata={"guesses": state.get("guesses", [])},
+    )
 
 
 class Wordle(ProceduralEnv):
@@ -147,11 +167,22 @@ class Wordle(ProceduralEnv):
     verification = "the secret word found within the turn budget (final state)"
     license = "Apache-2.0; word list from SCOWL (permissive, see words5.txt)"
 
-    def __init__(self, *, seed: int = 0, size: int = 1000, max_turns: int = 6,
-                 interface: str = "text", scoring: str = "win") -> None:
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        size: int = 1000,
+        max_turns: int = 6,
+        interface: str = "text",
+        scoring: str = "win",
+    ) -> None:
         if interface not in ("text", "tools") or scoring not in ("win", "nemo_gym"):
             raise ConfigError("wordle: interface is 'text' or 'tools', scoring 'win' or 'nemo_gym'")
-        harness = MultiStep(max_steps=max_turns) if interface == "text" else ToolLoop(max_turns=max_turns * 2)
+        harness = (
+            MultiStep(max_steps=max_turns)
+            if interface == "text"
+            else ToolLoop(max_turns=max_turns * 2)
+        )
         super().__init__(verify_wordle, seed=seed, size=size, harness=harness)
         self.max_turns, self.interface, self.scoring = max_turns, interface, scoring
         self.max_reward = 1.8 if scoring == "nemo_gym" else 1.0  # type: ignore[misc]
@@ -159,8 +190,11 @@ class Wordle(ProceduralEnv):
     def draw(self, rng: random.Random) -> Task:
         target = rng.choice(words())
         rules = RULES.format(turns=self.max_turns) + (TEXT if self.interface == "text" else TOOLS)
-        return Task(prompt=rules, answer=target,
-                    metadata={"max_turns": self.max_turns, "scoring": self.scoring})
+        return Task(
+            prompt=rules,
+            answer=target,
+            metadata={"max_turns": self.max_turns, "scoring": self.scoring},
+        )
 
     def content(self, task: Task) -> str:
         return str(task.answer)
@@ -178,7 +212,9 @@ class Wordle(ProceduralEnv):
         return [Message.assistant(tool_calls=(call,))]
 
     def oracle(self, task: Task) -> Turns:
-        return self._play(str(task.answer)) + ([] if self.interface == "text" else [Message.assistant("Solved.")])
+        return self._play(str(task.answer)) + (
+            [] if self.interface == "text" else [Message.assistant("Solved.")]
+        )
 
     def wrong(self, task: Task) -> Turns:
         miss = next(w for w in words() if not set(w) & set(str(task.answer)))

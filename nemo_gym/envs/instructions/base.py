@@ -56,7 +56,8 @@ class InstructionsEnv(DatasetEnv):
             if row.get(key):
                 metadata[key] = row.require(key, str)
         return Task(
-            id=self.task_id(row, split, "key", "id"), prompt=row.require("prompt", str),
+            id=self.task_id(row, split, "key", "id"),
+            prompt=row.require("prompt", str),
             metadata=metadata,
         )
 

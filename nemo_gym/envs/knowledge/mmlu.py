@@ -25,6 +25,9 @@ class MMLU(MultipleChoiceEnv):
 
     def parse(self, row: Row) -> tuple[str, list[str], str, dict[str, Any]]:
         options = [str(c) for c in row.require("choices", list)]
-        return row.require("question", str), options, gold_letter(row, "answer", options), {
-            "subject": row.get("subject", "")
-        }
+        return (
+            row.require("question", str),
+            options,
+            gold_letter(row, "answer", options),
+            {"subject": row.get("subject", "")},
+        )

@@ -25,6 +25,9 @@ class MMLUPro(MultipleChoiceEnv):
     def parse(self, row: Row) -> tuple[str, list[str], str, dict[str, Any]]:
         options = [str(o) for o in row.require("options", list) if str(o).strip() != "N/A"]
         key = "answer" if row.get("answer") is not None else "answer_index"
-        return row.require("question", str), options, gold_letter(row, key, options), {
-            "category": row.get("category", "")
-        }
+        return (
+            row.require("question", str),
+            options,
+            gold_letter(row, key, options),
+            {"category": row.get("category", "")},
+        )

@@ -6,13 +6,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nemo_gym.envs.base import Turns
-from nemo_gym.envs.prompts import BOXED, FINAL_ANSWER, JSON_ANSWER, answer_line, boxed, join
-from nemo_gym.envs.prompts import json_answer
+from nemo_gym.envs.prompts import (
+    BOXED,
+    FINAL_ANSWER,
+    JSON_ANSWER,
+    answer_line,
+    boxed,
+    join,
+    json_answer,
+)
 from nemo_gym.envs.rows import DatasetEnv, Row
 from nemo_gym.harnesses import SingleTurn
 from nemo_gym.records import Message, Task
 from nemo_gym.verify.short_answer import ShortAnswer
-
 
 _ASK = {"boxed": BOXED, "json": JSON_ANSWER, "last_line": "Give the answer alone on the last line."}
 

@@ -12,10 +12,15 @@ from nemo_gym.harnesses import SingleTurn
 from nemo_gym.records import Message, Task
 from nemo_gym.verify.long_context import NodeSetF1, PenalizeCopying
 
-INTRO = ("You will be given a graph as a list of directed edges. All nodes are at least degree 1. "
-         "You will also get a description of an operation to perform on the graph.")
-ENDING = ("You should reason through the operation step by step, and then return the set of nodes "
-          "that the operation results in. End with a final line of the form: Final Answer: [node1, node2, ...]")
+INTRO = (
+    "You will be given a graph as a list of directed edges. All nodes are at least degree 1. "
+    "You will also get a description of an operation to perform on the graph."
+)
+ENDING = (
+    "You should reason through the operation step by step, and then return the set of nodes "
+    "that the operation results in. End with a final line of the form: "
+    "Final Answer: [node1, node2, ...]"
+)
 
 
 class GraphWalks(ProceduralEnv):
@@ -28,8 +33,15 @@ class GraphWalks(ProceduralEnv):
     domain = "long_context"
     verification = "F1 of the 'Final Answer: [...]' node set (optionally less copied reasoning)"
 
-    def __init__(self, *, seed: int = 0, size: int = 1000, length: int = 1500, depth: int = 2,
-                 copy_ngram: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        size: int = 1000,
+        length: int = 1500,
+        depth: int = 2,
+        copy_ngram: int | None = None,
+    ) -> None:
         verifier = NodeSetF1() if copy_ngram is None else PenalizeCopying(NodeSetF1(), n=copy_ngram)
         super().__init__(verifier, seed=seed, size=size, harness=SingleTurn())
         self.length, self.depth, self.copy_ngram = length, depth, copy_ngram
@@ -53,13 +65,23 @@ class GraphWalks(ProceduralEnv):
                         level[b] = level[node] + 1
                         queue.append(b)
             answer = sorted(n for n, d in level.items() if d == self.depth)
-            operation = f"Perform a BFS from node {start} and return only the nodes at exactly depth {self.depth}."
+            operation = (
+                f"Perform a BFS from node {start} and return only the nodes at exactly "
+                f"depth {self.depth}."
+            )
         listing = "\n".join(f"{a} -> {b}" for a, b in edges)
-        prompt = f"{INTRO}\n\nThe graph has the following edges:\n{listing}\n\nOperation:\n{operation}\n\n{ENDING}"
+        prompt = (
+            f"{INTRO}\n\nThe graph has the following edges:\n{listing}\n\n"
+            f"Operation:\n{operation}\n\n{ENDING}"
+        )
         return Task(prompt=prompt, answer=answer, metadata={"operation": operation})
 
     def oracle(self, task: Task) -> Turns:
-        return [Message.assistant(f"Working through the edges.\nFinal Answer: [{', '.join(task.answer)}]")]
+        return [
+            Message.assistant(
+                f"Working through the edges.\nFinal Answer: [{', '.join(task.answer)}]"
+            )
+        ]
 
     def wrong(self, task: Task) -> Turns:
         return [Message.assistant("Final Answer: [0000000000]")]

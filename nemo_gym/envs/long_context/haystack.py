@@ -12,17 +12,70 @@ import random
 __all__ = ["CHARS_PER_TOKEN", "filler_sentences", "key_name", "tokens"]
 
 CHARS_PER_TOKEN = 4
-_SUBJECTS = ("The river", "A quiet village", "The old library", "Every autumn", "The market",
-             "A long road", "The harbour", "Most gardens", "The mountain path", "A small bakery")
-_VERBS = ("stretches past", "wakes up near", "is known for", "slowly changes", "looks out over",
-          "depends on", "grows beside", "echoes with", "opens onto", "remembers")
-_OBJECTS = ("the morning fog", "a row of chestnut trees", "the sound of bells", "fresh bread",
-            "wide fields of barley", "the evening tide", "narrow stone stairs", "the western hills",
-            "a busy square", "the first snow")
-_ADJECTIVES = ("sleepy", "brave", "silver", "quiet", "rapid", "golden", "tiny", "ancient",
-               "clever", "misty", "bright", "gentle")
-_NOUNS = ("fox", "river", "lantern", "falcon", "meadow", "harbor", "comet", "willow", "badger",
-          "glacier", "orchid", "anchor")
+_SUBJECTS = (
+    "The river",
+    "A quiet village",
+    "The old library",
+    "Every autumn",
+    "The market",
+    "A long road",
+    "The harbour",
+    "Most gardens",
+    "The mountain path",
+    "A small bakery",
+)
+_VERBS = (
+    "stretches past",
+    "wakes up near",
+    "is known for",
+    "slowly changes",
+    "looks out over",
+    "depends on",
+    "grows beside",
+    "echoes with",
+    "opens onto",
+    "remembers",
+)
+_OBJECTS = (
+    "the morning fog",
+    "a row of chestnut trees",
+    "the sound of bells",
+    "fresh bread",
+    "wide fields of barley",
+    "the evening tide",
+    "narrow stone stairs",
+    "the western hills",
+    "a busy square",
+    "the first snow",
+)
+_ADJECTIVES = (
+    "sleepy",
+    "brave",
+    "silver",
+    "quiet",
+    "rapid",
+    "golden",
+    "tiny",
+    "ancient",
+    "clever",
+    "misty",
+    "bright",
+    "gentle",
+)
+_NOUNS = (
+    "fox",
+    "river",
+    "lantern",
+    "falcon",
+    "meadow",
+    "harbor",
+    "comet",
+    "willow",
+    "badger",
+    "glacier",
+    "orchid",
+    "anchor",
+)
 
 
 def tokens(text: str) -> int:

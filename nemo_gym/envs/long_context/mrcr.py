@@ -27,7 +27,9 @@ class MRCR(ProceduralEnv):
     domain = "long_context"
     verification = "prefix required, then difflib similarity with the original (MRCR)"
 
-    def __init__(self, *, seed: int = 0, size: int = 1000, length: int = 2000, needles: int = 2) -> None:
+    def __init__(
+        self, *, seed: int = 0, size: int = 1000, length: int = 2000, needles: int = 2
+    ) -> None:
         super().__init__(SequenceRatio(), seed=seed, size=size, harness=SingleTurn())
         self.length, self.needles = length, needles
 
@@ -49,9 +51,14 @@ class MRCR(ProceduralEnv):
         which = rng.randint(1, len(written))
         prefix = "".join(rng.choices(string.ascii_letters + string.digits, k=10))
         ordinal = {1: "1st", 2: "2nd", 3: "3rd"}.get(which, f"{which}th")
-        ask = Message.user(f"Prepend {prefix} to the {ordinal} {form} about {topic}. Reply with that text only.")
-        return Task(messages=(*turns, ask), answer=prefix + written[which - 1],
-                    metadata={"prefix": prefix, "needles": self.needles})
+        ask = Message.user(
+            f"Prepend {prefix} to the {ordinal} {form} about {topic}. Reply with that text only."
+        )
+        return Task(
+            messages=(*turns, ask),
+            answer=prefix + written[which - 1],
+            metadata={"prefix": prefix, "needles": self.needles},
+        )
 
     def oracle(self, task: Task) -> Turns:
         return [Message.assistant(task.answer)]

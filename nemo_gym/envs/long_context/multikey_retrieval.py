@@ -23,8 +23,9 @@ class MultiKeyRetrieval(ProceduralEnv):
     domain = "long_context"
     verification = "the share of the asked values given (RULER string match, all)"
 
-    def __init__(self, *, seed: int = 0, size: int = 1000, length: int = 2000, keys: int = 8,
-                 asked: int = 2) -> None:
+    def __init__(
+        self, *, seed: int = 0, size: int = 1000, length: int = 2000, keys: int = 8, asked: int = 2
+    ) -> None:
         super().__init__(ReferenceMatch("all"), seed=seed, size=size, harness=SingleTurn())
         self.length, self.keys, self.asked = length, keys, asked
 
@@ -36,14 +37,20 @@ class MultiKeyRetrieval(ProceduralEnv):
         values = {n: str(uuid.UUID(int=rng.getrandbits(128))) for n in names}
         sentences = filler_sentences(rng, self.length)
         for name in names:
-            sentences.insert(rng.randrange(len(sentences) + 1), f"The value of key {name} is {values[name]}.")
+            sentences.insert(
+                rng.randrange(len(sentences) + 1), f"The value of key {name} is {values[name]}."
+            )
         asked = rng.sample(names, self.asked)
-        prompt = (f"Some keys and their values are hidden in the text below.\n\n{' '.join(sentences)}\n\n"
-                  f"What are the values of the keys {', '.join(asked)}? Give each key with its value.")
+        prompt = (
+            f"Some keys and their values are hidden in the text below.\n\n{' '.join(sentences)}\n\n"
+            f"What are the values of the keys {', '.join(asked)}? Give each key with its value."
+        )
         return Task(prompt=prompt, answer=[values[k] for k in asked], metadata={"keys": asked})
 
     def oracle(self, task: Task) -> Turns:
-        pairs = ", ".join(f"{k}: {v}" for k, v in zip(task.metadata["keys"], task.answer, strict=True))
+        pairs = ", ".join(
+            f"{k}: {v}" for k, v in zip(task.metadata["keys"], task.answer, strict=True)
+        )
         return [Message.assistant(pairs)]
 
     def wrong(self, task: Task) -> Turns:

@@ -23,8 +23,15 @@ class NIAH(ProceduralEnv):
     domain = "long_context"
     verification = "the number stated (RULER match), times 1 - the copied share of the reasoning"
 
-    def __init__(self, *, seed: int = 0, size: int = 1000, length: int = 2000,
-                 depth: float | None = None, copy_ngram: int = 16) -> None:
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        size: int = 1000,
+        length: int = 2000,
+        depth: float | None = None,
+        copy_ngram: int = 16,
+    ) -> None:
         verifier = PenalizeCopying(ReferenceMatch("all"), n=copy_ngram)
         super().__init__(verifier, seed=seed, size=size, harness=SingleTurn())
         self.length, self.depth, self.copy_ngram = length, depth, copy_ngram
@@ -33,13 +40,22 @@ class NIAH(ProceduralEnv):
         key, value = key_name(rng), str(rng.randint(1_000_000, 9_999_999))
         sentences = filler_sentences(rng, self.length)
         depth = rng.random() if self.depth is None else self.depth
-        sentences.insert(int(depth * len(sentences)), f"The special magic number for {key} is: {value}.")
-        prompt = (f"A special magic number is hidden in the text below. Memorize it.\n\n{' '.join(sentences)}\n\n"
-                  f"What is the special magic number for {key} mentioned in the text?")
+        sentences.insert(
+            int(depth * len(sentences)), f"The special magic number for {key} is: {value}."
+        )
+        prompt = (
+            "A special magic number is hidden in the text below. Memorize it.\n\n"
+            f"{' '.join(sentences)}\n\n"
+            f"What is the special magic number for {key} mentioned in the text?"
+        )
         return Task(prompt=prompt, answer=[value], metadata={"key": key, "depth": depth})
 
     def oracle(self, task: Task) -> Turns:
-        return [Message.assistant(f"The special magic number for {task.metadata['key']} is {task.answer[0]}.")]
+        return [
+            Message.assistant(
+                f"The special magic number for {task.metadata['key']} is {task.answer[0]}."
+            )
+        ]
 
     def wrong(self, task: Task) -> Turns:
         return [Message.assistant("The special magic number is 1234.")]

@@ -24,8 +24,9 @@ class VariableTracking(ProceduralEnv):
     domain = "long_context"
     verification = "the share of the chain's variables named (RULER string match, all)"
 
-    def __init__(self, *, seed: int = 0, size: int = 1000, length: int = 2000, hops: int = 4,
-                 chains: int = 2) -> None:
+    def __init__(
+        self, *, seed: int = 0, size: int = 1000, length: int = 2000, hops: int = 4, chains: int = 2
+    ) -> None:
         super().__init__(ReferenceMatch("all"), seed=seed, size=size, harness=SingleTurn())
         self.length, self.hops, self.chains = length, hops, chains
 
@@ -36,7 +37,7 @@ class VariableTracking(ProceduralEnv):
             names += [name] if name not in names else []
         values = rng.sample(range(10_000, 99_999), self.chains)
         sentences = filler_sentences(rng, self.length)
-        chains = [names[i * self.hops:(i + 1) * self.hops] for i in range(self.chains)]
+        chains = [names[i * self.hops : (i + 1) * self.hops] for i in range(self.chains)]
         slots = sorted(rng.sample(range(len(sentences)), self.hops * self.chains))
         statements = []
         for hop in range(self.hops):
@@ -45,9 +46,13 @@ class VariableTracking(ProceduralEnv):
                 statements.append(f"VAR {chain[hop]} = {rhs}.")
         for slot, statement in zip(reversed(slots), reversed(statements), strict=True):
             sentences.insert(slot, statement)
-        prompt = (f"Memorize and track the chains of variable assignments in the text below.\n\n{' '.join(sentences)}\n\n"
-                  f"Question: find every variable that is assigned the value {values[0]}, directly or through "
-                  "other variables. Answer with their names.")
+        prompt = (
+            "Memorize and track the chains of variable assignments in the text below.\n\n"
+            f"{' '.join(sentences)}\n\n"
+            f"Question: find every variable that is assigned the value {values[0]}, directly or "
+            "through "
+            "other variables. Answer with their names."
+        )
         return Task(prompt=prompt, answer=chains[0], metadata={"value": values[0]})
 
     def oracle(self, task: Task) -> Turns:

@@ -36,7 +36,11 @@ class Algebra(ProceduralEnv):
     verification = "math equivalence of the final answer (MathVerifier)"
 
     def __init__(
-        self, *, seed: int = 0, size: int = 10_000, max_coefficient: int = 9,
+        self,
+        *,
+        seed: int = 0,
+        size: int = 10_000,
+        max_coefficient: int = 9,
         fractions: bool = True,
     ) -> None:
         super().__init__(MathVerifier(), seed=seed, size=size, harness=SingleTurn())

@@ -41,8 +41,11 @@ def parse_grid(text: str) -> Grid | None:
             grid = json.loads(re.sub(r"\s+", "", candidate))
         except json.JSONDecodeError:
             continue
-        if isinstance(grid, list) and grid and all(isinstance(r, list) and r and all(
-                isinstance(c, int) for c in r) for r in grid):
+        if (
+            isinstance(grid, list)
+            and grid
+            and all(isinstance(r, list) and r and all(isinstance(c, int) for c in r) for r in grid)
+        ):
             return grid
     return None
 
@@ -54,11 +57,20 @@ async def verify_grid(task: Task, trajectory: Trajectory) -> Rewards:
 
 
 def arc_task(task_id: str, train: list[dict[str, Any]], test_input: Grid, output: Grid) -> Task:
-    shown = "\n\n".join(f"Example {i + 1}:\nInput:\n{show(p['input'])}\n\nOutput:\n{show(p['output'])}"
-                        for i, p in enumerate(train))
-    prompt = (f"Find the rule that turns each input grid into its output grid.\n\n{shown}\n\n"
-              f"Test input:\n{show(test_input)}\n\nGive the test output grid as \\boxed{{[[...], ...]}}.")
-    return Task(id=task_id, prompt=prompt, answer=output, metadata={"train": train, "test_input": test_input})
+    shown = "\n\n".join(
+        f"Example {i + 1}:\nInput:\n{show(p['input'])}\n\nOutput:\n{show(p['output'])}"
+        for i, p in enumerate(train)
+    )
+    prompt = (
+        f"Find the rule that turns each input grid into its output grid.\n\n{shown}\n\n"
+        f"Test input:\n{show(test_input)}\n\nGive the test output grid as \\boxed{{[[...], ...]}}."
+    )
+    return Task(
+        id=task_id,
+        prompt=prompt,
+        answer=output,
+        metadata={"train": train, "test_input": test_input},
+    )
 
 
 class ARCAGI(ProceduralEnv):
@@ -72,7 +84,9 @@ class ARCAGI(ProceduralEnv):
     verification = "exact match of the output grid"
     source = "procedural; ARC-AGI JSON files (fchollet/ARC layout) via path="
 
-    def __init__(self, *, seed: int = 0, size: int = 1000, path: str | None = None, max_side: int = 5) -> None:
+    def __init__(
+        self, *, seed: int = 0, size: int = 1000, path: str | None = None, max_side: int = 5
+    ) -> None:
         super().__init__(verify_grid, seed=seed, size=size, harness=SingleTurn())
         self.path, self.max_side = path, max_side
 
@@ -81,8 +95,10 @@ class ARCAGI(ProceduralEnv):
         rows, cols = rng.randint(2, self.max_side), rng.randint(2, self.max_side)
         if rule in ("transpose", "rotate"):
             cols = rows
-        grids = [[[rng.choice((0, 0, rng.randint(1, 9))) for _ in range(cols)] for _ in range(rows)]
-                 for _ in range(4)]
+        grids = [
+            [[rng.choice((0, 0, rng.randint(1, 9))) for _ in range(cols)] for _ in range(rows)]
+            for _ in range(4)
+        ]
         pairs = [{"input": g, "output": RULES[rule](g)} for g in grids]
         return arc_task("", pairs[:3], pairs[3]["input"], pairs[3]["output"])
 
@@ -107,5 +123,8 @@ class ARCAGI(ProceduralEnv):
         return [Message.assistant(f"\\boxed{{{json.dumps(task.answer)}}}")]
 
     def wrong(self, task: Task) -> Turns:
-        return [Message.assistant(f"\\boxed{{{json.dumps(task.metadata['test_input'])}}}")] if task.metadata[
-            "test_input"] != task.answer else [Message.assistant("\\boxed{[[0]]}")]
+        return (
+            [Message.assistant(f"\\boxed{{{json.dumps(task.metadata['test_input'])}}}")]
+            if task.metadata["test_input"] != task.answer
+            else [Message.assistant("\\boxed{[[0]]}")]
+        )

@@ -90,12 +90,20 @@ class ReasoningGym(Env):
     requires = ("extra:reasoning",)
     splits = SPLITS
 
-    def __init__(self, *, dataset: str, config: Mapping[str, Any] | None = None, seed: int = 0,
-                 size: int = 500) -> None:
+    def __init__(
+        self,
+        *,
+        dataset: str,
+        config: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        size: int = 500,
+    ) -> None:
         super().__init__(self._verify, harness=SingleTurn())
         names = _module().factory.DATASETS
         if dataset not in names:
-            raise ConfigError(f"reasoning_gym: no dataset {dataset!r}; known: {', '.join(sorted(names))}")
+            raise ConfigError(
+                f"reasoning_gym: no dataset {dataset!r}; known: {', '.join(sorted(names))}"
+            )
         self.dataset, self.config, self.seed, self.size = dataset, dict(config or {}), seed, size
         self.name = f"reasoning_gym/{dataset}"
         self._scorers: dict[str, Any] = {}
@@ -129,11 +137,18 @@ class ReasoningGym(Env):
             if split_of(str(entry["question"])) != split:
                 continue
             produced += 1
-            yield Task(id=f"{self.name}-{split}-{index - 1}",
-                       prompt=f"{entry['question']}\n\n{INSTRUCTION}",
-                       answer=None if entry["answer"] is None else str(entry["answer"]),
-                       metadata={"entry": {"question": entry["question"], "answer": entry["answer"],
-                                           "metadata": entry.get("metadata", {})}})
+            yield Task(
+                id=f"{self.name}-{split}-{index - 1}",
+                prompt=f"{entry['question']}\n\n{INSTRUCTION}",
+                answer=None if entry["answer"] is None else str(entry["answer"]),
+                metadata={
+                    "entry": {
+                        "question": entry["question"],
+                        "answer": entry["answer"],
+                        "metadata": entry.get("metadata", {}),
+                    }
+                },
+            )
 
     async def _verify(self, task: Task, trajectory: Trajectory) -> Rewards:
         name, scorer = self._scorer(task)
@@ -142,7 +157,9 @@ class ReasoningGym(Env):
             value = await asyncio.to_thread(score, scorer, name, answer, task.metadata["entry"])
         except Exception as exc:
             raise VerifierError(f"{self.name}: the dataset's scorer raised {exc!r}") from exc
-        return Rewards(reward=value, components={"score": value}, metadata={"extracted_answer": answer})
+        return Rewards(
+            reward=value, components={"score": value}, metadata={"extracted_answer": answer}
+        )
 
     def oracle(self, task: Task) -> Turns | None:
         if task.answer is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from nemo_gym.envs.base import Turns
@@ -16,8 +17,9 @@ SHAPES = ("circle", "square", "triangle")
 RELATIONS = {"left of": (0, -1), "right of": (0, 1), "above": (1, -1), "below": (1, 1)}
 BOTH, NONE = "both of them", "none of them"
 ALIASES = {BOTH: ["both", "both objects"], NONE: ["none", "neither", "neither of them"]}
-PROMPT = """Answer the spatial reasoning question below. Choose exactly one of the candidate answers and copy
-it. Answer "both of them" if both listed objects satisfy the question, "none of them" if neither does.
+PROMPT = """Answer the spatial reasoning question below. Choose exactly one of the candidate \
+answers and copy it. Answer "both of them" if both listed objects satisfy the question, \
+"none of them" if neither does.
 End your response with one line: Final answer: <candidate answer>
 
 Story: {story}
@@ -46,12 +48,19 @@ class SpartQA(ProceduralEnv):
         while len(names) < self.objects:
             name = f"the {rng.choice(SIZES)} {rng.choice(COLORS)} {rng.choice(SHAPES)}"
             names += [name] if name not in names else []
-        place = {n: (x, y) for n, x, y in zip(names, rng.sample(range(9), self.objects),
-                                               rng.sample(range(9), self.objects), strict=True)}
+        place = {
+            n: (x, y)
+            for n, x, y in zip(
+                names,
+                rng.sample(range(9), self.objects),
+                rng.sample(range(9), self.objects),
+                strict=True,
+            )
+        }
         facts = []
         for axis, word in ((0, "left of"), (1, "above")):
             order = sorted(names, key=lambda n: place[n][axis])
-            facts += [f"{a} is {word} {b}" for a, b in zip(order, order[1:])]
+            facts += [f"{a} is {word} {b}" for a, b in itertools.pairwise(order)]
         rng.shuffle(facts)
         relation = rng.choice(sorted(RELATIONS))
         axis, sign = RELATIONS[relation]
@@ -60,7 +69,10 @@ class SpartQA(ProceduralEnv):
 
         def holds(n: str) -> bool:  # left/above: a smaller coordinate; right/below: larger
             return (place[n][axis] - place[anchor][axis]) * sign > 0
-        gold = {(True, True): BOTH, (False, False): NONE, (True, False): x, (False, True): y}[(holds(x), holds(y))]
+
+        gold = {(True, True): BOTH, (False, False): NONE, (True, False): x, (False, True): y}[
+            (holds(x), holds(y))
+        ]
         labels = [x, y, BOTH, NONE]
         question = f"Which object is {relation} {anchor}: {x} or {y}?"
         story = ". ".join(f[0].upper() + f[1:] for f in facts) + "."
@@ -68,7 +80,9 @@ class SpartQA(ProceduralEnv):
         return Task(prompt=prompt, answer=gold, metadata={"labels": labels, "aliases": ALIASES})
 
     def oracle(self, task: Task) -> Turns:
-        return [Message.assistant(answer_line(task.answer, "Composing the relations step by step."))]
+        return [
+            Message.assistant(answer_line(task.answer, "Composing the relations step by step."))
+        ]
 
     def wrong(self, task: Task) -> Turns:
         other = next(label for label in task.metadata["labels"] if label != task.answer)

@@ -29,7 +29,9 @@ def shipped_script(db_id: str) -> str:
 def _schema_of(path: Path) -> str:
     uri = f"file:{path.resolve()}?mode=ro"
     with sqlite3.connect(uri, uri=True) as conn:
-        rows = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL")
+        rows = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL"
+        )
         return ";\n".join(r[0] for r in rows) + ";"
 
 
@@ -64,8 +66,13 @@ class TextToSQL(DatasetEnv):
         if (path or dataset) and not db_dir:
             raise ConfigError("text_to_sql: path=/dataset= rows need db_dir= (their databases)")
         super().__init__(
-            SQLVerifier(timeout=timeout), path=path, dataset=dataset, dataset_name=dataset_name,
-            load_options=load_options, tasks=tasks, harness=SingleTurn(),
+            SQLVerifier(timeout=timeout),
+            path=path,
+            dataset=dataset,
+            dataset_name=dataset_name,
+            load_options=load_options,
+            tasks=tasks,
+            harness=SingleTurn(),
         )
         self.db_dir, self.timeout = db_dir, timeout
 
@@ -75,8 +82,11 @@ class TextToSQL(DatasetEnv):
             schema = "\n".join(line for line in script.splitlines() if line.startswith("CREATE"))
             return {"db_setup": script}, schema
         folder = Path(self.db_dir).expanduser()
-        for candidate in (folder / db_id / f"{db_id}.sqlite", folder / f"{db_id}.sqlite",
-                          folder / f"{db_id}.db"):
+        for candidate in (
+            folder / db_id / f"{db_id}.sqlite",
+            folder / f"{db_id}.sqlite",
+            folder / f"{db_id}.db",
+        ):
             if candidate.is_file():
                 return {"db_path": str(candidate)}, _schema_of(candidate)
         raise row.bad("db_id", f"{db_id!r} has no database under {folder}")
@@ -85,11 +95,15 @@ class TextToSQL(DatasetEnv):
         db_id = row.require("db_id", str)
         database, schema = self._database(row, db_id)
         evidence = row.get("evidence", "")
-        prompt = join(f"Database schema:\n```sql\n{schema}\n```",
-                      f"Question: {row.require('question', str)}",
-                      f"Hint: {evidence}" if evidence else "", ASK)
+        prompt = join(
+            f"Database schema:\n```sql\n{schema}\n```",
+            f"Question: {row.require('question', str)}",
+            f"Hint: {evidence}" if evidence else "",
+            ASK,
+        )
         return Task(
-            id=self.task_id(row, split, "id", "question_id"), prompt=prompt,
+            id=self.task_id(row, split, "id", "question_id"),
+            prompt=prompt,
             answer=str(row.first("query", "SQL", "gt_sql")),
             metadata={"db_id": db_id, **database},
         )

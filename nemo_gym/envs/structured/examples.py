@@ -7,10 +7,8 @@ import re
 from typing import Any
 
 try:  # Python 3.11+: the regular-expression parser behind `re`
-    import re._constants as _sre  # type: ignore[import-not-found]
     import re._parser as _parser  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover
-    import sre_constants as _sre  # type: ignore[no-redef]
     import sre_parse as _parser  # type: ignore[no-redef]
 
 __all__ = ["regex_example", "schema_example"]
@@ -26,8 +24,14 @@ _FORMATS = {
     "ipv4": "192.0.2.1",
     "hostname": "example.com",
 }
-_CATEGORY = {"CATEGORY_DIGIT": "7", "CATEGORY_SPACE": " ", "CATEGORY_WORD": "w",
-             "CATEGORY_NOT_DIGIT": "x", "CATEGORY_NOT_SPACE": "x", "CATEGORY_NOT_WORD": "-"}
+_CATEGORY = {
+    "CATEGORY_DIGIT": "7",
+    "CATEGORY_SPACE": " ",
+    "CATEGORY_WORD": "w",
+    "CATEGORY_NOT_DIGIT": "x",
+    "CATEGORY_NOT_SPACE": "x",
+    "CATEGORY_NOT_WORD": "-",
+}
 
 
 def _nodes(parsed: Any) -> str:
@@ -108,8 +112,11 @@ def schema_example(schema: Any, root: Any = None, depth: int = 0) -> Any:
         merged: dict[str, Any] = {}
         for part in schema["allOf"]:
             part = _resolve(part, root)
-            merged = {**merged, **part, "properties": {**merged.get("properties", {}),
-                                                       **part.get("properties", {})}}
+            merged = {
+                **merged,
+                **part,
+                "properties": {**merged.get("properties", {}), **part.get("properties", {})},
+            }
         return schema_example({**schema, **merged, "allOf": []}, root, depth + 1)
     kind = schema.get("type")
     if isinstance(kind, list):

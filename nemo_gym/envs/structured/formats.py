@@ -39,7 +39,8 @@ class Formats(DatasetEnv):
             f"Output only the {fmt.upper()} document, in one ```{fmt} code block.",
         )
         return Task(
-            id=self.task_id(row, split, "task_id"), prompt=prompt,
+            id=self.task_id(row, split, "task_id"),
+            prompt=prompt,
             metadata={"format": fmt, "paths": paths},
         )
 

@@ -48,7 +48,9 @@ class JSONSchemaEnv(DatasetEnv):
         tasks: Sequence[Task] | None = None,
     ) -> None:
         if response_mode not in ("text", "tool_call"):
-            raise ConfigError(f"json_schema: response_mode is 'text' or 'tool_call', got {response_mode!r}")
+            raise ConfigError(
+                f"json_schema: response_mode is 'text' or 'tool_call', got {response_mode!r}"
+            )
         super().__init__(
             DocumentVerifier(strict=strict),
             path=path,
@@ -71,7 +73,8 @@ class JSONSchemaEnv(DatasetEnv):
             f"this JSON Schema:\n```json\n{json.dumps(schema, indent=2)}\n```",
         )
         return Task(
-            id=self.task_id(row, split, "id"), prompt=prompt,
+            id=self.task_id(row, split, "id"),
+            prompt=prompt,
             metadata={"format": fmt, "schema": schema},
         )
 

@@ -31,10 +31,15 @@ async def verify_lines(task: Task, trajectory: Trajectory) -> Rewards:
     if spec.get("type") == "string_match":
         markers = list(spec.get("expected_markers", []))
         missing = [m for m in markers if m not in reply]
-        stray = [f.group(0) for p in spec.get("patterns", []) for f in re.finditer(p, reply)
-                 if f.group(0) not in markers]
-        return Rewards(reward=float(not missing and not stray),
-                       metadata={"missing": missing, "stray": stray})
+        stray = [
+            f.group(0)
+            for p in spec.get("patterns", [])
+            for f in re.finditer(p, reply)
+            if f.group(0) not in markers
+        ]
+        return Rewards(
+            reward=float(not missing and not stray), metadata={"missing": missing, "stray": stray}
+        )
     raise VerifierError(f"task {task.id}: unknown verifier type {spec.get('type')!r}")
 
 
@@ -60,7 +65,9 @@ class LineFormat(DatasetEnv):
     def task_from_row(self, row: Row, split: str) -> Task:
         verifier = row.require("verifier", dict)
         prompt = join(row.require("question", str), row.get("instructions", ""))
-        return Task(id=self.task_id(row, split, "id"), prompt=prompt, metadata={"verifier": verifier})
+        return Task(
+            id=self.task_id(row, split, "id"), prompt=prompt, metadata={"verifier": verifier}
+        )
 
     def oracle(self, task: Task) -> Turns:
         spec = task.metadata["verifier"]

@@ -32,7 +32,10 @@ def _operations(rng: random.Random, balances: dict[str, int]) -> Iterator[tuple[
             balances[source] -= amount
             balances[target] += amount
             arguments = {"from_account": source, "to_account": target, "amount": amount}
-            yield f"move ${amount} from {source} to {target}", {"name": kind, "arguments": arguments}
+            yield (
+                f"move ${amount} from {source} to {target}",
+                {"name": kind, "arguments": arguments},
+            )
         elif kind == "deposit":
             balances[target] += amount
             arguments = {"account": target, "amount": amount}
@@ -135,8 +138,11 @@ class Bank(ProceduralEnv):
 
     def oracle(self, task: Task) -> Turns:
         turns = [
-            Message.assistant(tool_calls=(ToolCall(id=f"call_{i}", name=c["name"],
-                                                   arguments=json.dumps(c["arguments"])),))
+            Message.assistant(
+                tool_calls=(
+                    ToolCall(id=f"call_{i}", name=c["name"], arguments=json.dumps(c["arguments"])),
+                )
+            )
             for i, c in enumerate(task.metadata["calls"])
         ]
         return [*turns, Message.assistant("Done: everything you asked for is carried out.")]

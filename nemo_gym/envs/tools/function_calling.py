@@ -17,8 +17,15 @@ SYSTEM = (
     "You can call the functions provided. When a request needs them, call the right "
     "functions with the right arguments; you may call several."
 )
-_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
-          "list": "array", "dict": "object", "any": "string"}
+_TYPES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "list": "array",
+    "dict": "object",
+    "any": "string",
+}
 
 
 def _json_type(text: str) -> dict[str, Any]:
@@ -82,8 +89,11 @@ class FunctionCalling(DatasetEnv):
 
     def task_from_row(self, row: Row, split: str) -> Task:
         tools = [
-            {"name": t["name"], "description": t.get("description", ""),
-             "parameters": xlam_parameters(t.get("parameters") or {})}
+            {
+                "name": t["name"],
+                "description": t.get("description", ""),
+                "parameters": xlam_parameters(t.get("parameters") or {}),
+            }
             for t in row.json("tools")
         ]
         return Task(

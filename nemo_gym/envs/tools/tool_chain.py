@@ -12,13 +12,20 @@ from nemo_gym.records import Message, Rewards, Task, ToolCall, Trajectory
 from nemo_gym.tools import tool
 
 TERMS = {
-    "Hot": ["Blazing", "Warm", "Scorching"], "Cold": ["Frosty", "Chilly", "Icy"],
-    "Fast": ["Brisk", "Rapid", "Swift"], "Slow": ["Leisurely", "Sluggish"],
-    "Happy": ["Cheerful", "Joyful", "Content"], "Sad": ["Unhappy", "Gloomy", "Heartbroken"],
-    "Big": ["Huge", "Vast", "Massive"], "Small": ["Tiny", "Little", "Minute"],
-    "Bright": ["Radiant", "Vivid"], "Dark": ["Dusky", "Murky", "Dim"],
-    "Old": ["Ancient", "Historic"], "New": ["Fresh", "Modern", "Novel"],
-    "Quiet": ["Hushed", "Silent"], "Loud": ["Noisy", "Booming", "Deafening"],
+    "Hot": ["Blazing", "Warm", "Scorching"],
+    "Cold": ["Frosty", "Chilly", "Icy"],
+    "Fast": ["Brisk", "Rapid", "Swift"],
+    "Slow": ["Leisurely", "Sluggish"],
+    "Happy": ["Cheerful", "Joyful", "Content"],
+    "Sad": ["Unhappy", "Gloomy", "Heartbroken"],
+    "Big": ["Huge", "Vast", "Massive"],
+    "Small": ["Tiny", "Little", "Minute"],
+    "Bright": ["Radiant", "Vivid"],
+    "Dark": ["Dusky", "Murky", "Dim"],
+    "Old": ["Ancient", "Historic"],
+    "New": ["Fresh", "Modern", "Novel"],
+    "Quiet": ["Hushed", "Silent"],
+    "Loud": ["Noisy", "Booming", "Deafening"],
 }
 SYSTEM = (
     "You are an extraction agent. Use get_synonym_value to get the value of every synonym "
@@ -54,8 +61,11 @@ async def verify_reported(task: Task, trajectory: Trajectory) -> Rewards:
     reported = (trajectory.final_state or {}).get("reported") or [[]]
     last, expected = reported[-1], task.answer
     overlap = len(set(last) & set(expected)) / len(expected)
-    return Rewards(reward=float(last == expected), components={"overlap": overlap},
-                   metadata={"extracted_answer": last})
+    return Rewards(
+        reward=float(last == expected),
+        components={"overlap": overlap},
+        metadata={"extracted_answer": last},
+    )
 
 
 class ToolChain(ProceduralEnv):
@@ -69,8 +79,9 @@ class ToolChain(ProceduralEnv):
     verification = "the reported values, in order, from the episode's final state"
 
     def __init__(self, *, seed: int = 0, size: int = 1000, max_turns: int = 16) -> None:
-        super().__init__(verify_reported, seed=seed, size=size,
-                         harness=ToolLoop(max_turns=max_turns))
+        super().__init__(
+            verify_reported, seed=seed, size=size, harness=ToolLoop(max_turns=max_turns)
+        )
 
     def draw(self, rng: random.Random) -> Task:
         terms = rng.sample(sorted(TERMS), 6)
@@ -80,8 +91,10 @@ class ToolChain(ProceduralEnv):
         wanted = [s for t, s in listing if t in asked]
         lines = "\n".join(f"The term '{t}' has a synonym '{s}'." for t, s in listing)
         return Task(
-            messages=(Message.system(SYSTEM + lines),
-                      Message.user(f"Get the values for the synonyms of: {', '.join(asked)}.")),
+            messages=(
+                Message.system(SYSTEM + lines),
+                Message.user(f"Get the values for the synonyms of: {', '.join(asked)}."),
+            ),
             answer=[synonym_value(s) for s in wanted],
             metadata={"synonyms": wanted},
         )
@@ -94,12 +107,21 @@ class ToolChain(ProceduralEnv):
             ToolCall(id=f"call_{i}", name="get_synonym_value", arguments=json.dumps({"synonym": s}))
             for i, s in enumerate(task.metadata["synonyms"])
         )
-        report = ToolCall(id="call_report", name="extract_synonym_values",
-                          arguments=json.dumps({"synonym_values": task.answer}))
-        return [Message.assistant(tool_calls=lookups), Message.assistant(tool_calls=(report,)),
-                Message.assistant("Done.")]
+        report = ToolCall(
+            id="call_report",
+            name="extract_synonym_values",
+            arguments=json.dumps({"synonym_values": task.answer}),
+        )
+        return [
+            Message.assistant(tool_calls=lookups),
+            Message.assistant(tool_calls=(report,)),
+            Message.assistant("Done."),
+        ]
 
     def wrong(self, task: Task) -> Turns:
-        report = ToolCall(id="call_report", name="extract_synonym_values",
-                          arguments=json.dumps({"synonym_values": list(reversed(task.answer)) + [1]}))
+        report = ToolCall(
+            id="call_report",
+            name="extract_synonym_values",
+            arguments=json.dumps({"synonym_values": [*reversed(task.answer), 1]}),
+        )
         return [Message.assistant(tool_calls=(report,)), Message.assistant("Done.")]

@@ -34,18 +34,28 @@ async def verify_call(task: Task, trajectory: Trajectory) -> Rewards:
     first = parsed(calls[0]) if calls else None
     schema = float(first is not None and all(k in first for k in required.get(calls[0].name, [])))
     wanted = expected.get("arguments", {})
-    correct = float(any(
-        c.name == expected["name"] and (a := parsed(c)) is not None
-        and all(a.get(k) == v for k, v in wanted.items())
-        for c in calls
-    ))
+    correct = float(
+        any(
+            c.name == expected["name"]
+            and (a := parsed(c)) is not None
+            and all(a.get(k) == v for k, v in wanted.items())
+            for c in calls
+        )
+    )
     text = any((m.content or "").strip() for m in replies)
-    components = {"correctness": correct, "schema_valid": schema,
-                  "format": float(len(calls) == 1 and not text)}
-    reward = components["correctness"] if task.metadata.get("reward") == "correctness" else sum(
-        components.values())
-    return Rewards(reward=reward, components=components,
-                   metadata={"extracted_answer": [c.name for c in calls]})
+    components = {
+        "correctness": correct,
+        "schema_valid": schema,
+        "format": float(len(calls) == 1 and not text),
+    }
+    reward = (
+        components["correctness"]
+        if task.metadata.get("reward") == "correctness"
+        else sum(components.values())
+    )
+    return Rewards(
+        reward=reward, components=components, metadata={"extracted_answer": [c.name for c in calls]}
+    )
 
 
 class ToolMultiReward(DatasetEnv):
@@ -69,7 +79,9 @@ class ToolMultiReward(DatasetEnv):
         return 1.0 if task.metadata.get("reward") == "correctness" else 3.0
 
     def __init__(self, **options: Any) -> None:
-        super().__init__(verify_call, harness=ToolLoop(max_turns=1, system_prompt=SYSTEM), **options)
+        super().__init__(
+            verify_call, harness=ToolLoop(max_turns=1, system_prompt=SYSTEM), **options
+        )
 
     def task_from_row(self, row: Row, split: str) -> Task:
         return Task(
@@ -84,7 +96,11 @@ class ToolMultiReward(DatasetEnv):
     def oracle(self, task: Task) -> Turns:
         call = task.metadata["expected_call"]
         arguments = json.dumps(call.get("arguments", {}))
-        return [Message.assistant(tool_calls=(ToolCall(id="call_0", name=call["name"], arguments=arguments),))]
+        return [
+            Message.assistant(
+                tool_calls=(ToolCall(id="call_0", name=call["name"], arguments=arguments),)
+            )
+        ]
 
     def wrong(self, task: Task) -> Turns:
         return [Message.assistant("Let me check that for you.")]

@@ -11,13 +11,47 @@ from nemo_gym.errors import ConfigError
 from nemo_gym.harnesses import SingleTurn
 from nemo_gym.records import Message, Task
 
-NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian",
-         "pt": "Portuguese", "nl": "Dutch", "ja": "Japanese", "zh": "Chinese", "ru": "Russian",
-         "ar": "Arabic", "hi": "Hindi", "ko": "Korean", "tr": "Turkish", "pl": "Polish",
-         "cs": "Czech", "uk": "Ukrainian", "sv": "Swedish"}
-_ISO3 = {"eng": "en", "deu": "de", "fra": "fr", "spa": "es", "ita": "it", "por": "pt", "nld": "nl",
-         "jpn": "ja", "zho": "zh", "cmn": "zh", "rus": "ru", "arb": "ar", "hin": "hi", "kor": "ko",
-         "tur": "tr", "pol": "pl", "ces": "cs", "ukr": "uk", "swe": "sv"}
+NAMES = {
+    "en": "English",
+    "de": "German",
+    "fr": "French",
+    "es": "Spanish",
+    "it": "Italian",
+    "pt": "Portuguese",
+    "nl": "Dutch",
+    "ja": "Japanese",
+    "zh": "Chinese",
+    "ru": "Russian",
+    "ar": "Arabic",
+    "hi": "Hindi",
+    "ko": "Korean",
+    "tr": "Turkish",
+    "pl": "Polish",
+    "cs": "Czech",
+    "uk": "Ukrainian",
+    "sv": "Swedish",
+}
+_ISO3 = {
+    "eng": "en",
+    "deu": "de",
+    "fra": "fr",
+    "spa": "es",
+    "ita": "it",
+    "por": "pt",
+    "nld": "nl",
+    "jpn": "ja",
+    "zho": "zh",
+    "cmn": "zh",
+    "rus": "ru",
+    "arb": "ar",
+    "hin": "hi",
+    "kor": "ko",
+    "tur": "tr",
+    "pol": "pl",
+    "ces": "cs",
+    "ukr": "uk",
+    "swe": "sv",
+}
 
 
 def language_name(code: str) -> str:
@@ -62,28 +96,48 @@ class Translation(DatasetEnv):
 
         if metric not in ("chrf", "spbleu"):
             raise ConfigError(f"translation: metric is 'chrf' or 'spbleu', got {metric!r}")
-        super().__init__(ChrF() if metric == "chrf" else SpBLEU(), path=path, dataset=dataset,
-                         dataset_name=dataset_name, load_options=load_options, tasks=tasks,
-                         harness=SingleTurn())
+        super().__init__(
+            ChrF() if metric == "chrf" else SpBLEU(),
+            path=path,
+            dataset=dataset,
+            dataset_name=dataset_name,
+            load_options=load_options,
+            tasks=tasks,
+            harness=SingleTurn(),
+        )
         self.metric, self.source_lang, self.target_lang = metric, source_lang, target_lang
 
     def _pair(self, row: Row) -> tuple[str, str, str, str]:
-        src, tgt = row.get("source_lang", self.source_lang), row.get("target_lang", self.target_lang)
+        src, tgt = (
+            row.get("source_lang", self.source_lang),
+            row.get("target_lang", self.target_lang),
+        )
         if src is None or tgt is None:
             raise ConfigError(f"{row.where}: give source_lang= and target_lang= for this layout")
         if "translation" in row.data:  # WMT
             pair = row.require("translation", dict)
             return src, tgt, str(pair[src]), str(pair[tgt])
         if f"sentence_{src}" in row.data:  # FLORES pair configs
-            return src, tgt, row.require(f"sentence_{src}", str), row.require(f"sentence_{tgt}", str)
+            return (
+                src,
+                tgt,
+                row.require(f"sentence_{src}", str),
+                row.require(f"sentence_{tgt}", str),
+            )
         return src, tgt, row.require("source", str), row.require("target", str)
 
     def task_from_row(self, row: Row, split: str) -> Task:
         src, tgt, source, target = self._pair(row)
-        prompt = (f"Translate the following {language_name(src)} text into {language_name(tgt)}. "
-                  f"Reply with the translation only.\n\n{source}")
-        return Task(id=self.task_id(row, split, "id"), prompt=prompt, answer=target,
-                    metadata={"source": source, "source_lang": src, "target_lang": tgt})
+        prompt = (
+            f"Translate the following {language_name(src)} text into {language_name(tgt)}. "
+            f"Reply with the translation only.\n\n{source}"
+        )
+        return Task(
+            id=self.task_id(row, split, "id"),
+            prompt=prompt,
+            answer=target,
+            metadata={"source": source, "source_lang": src, "target_lang": tgt},
+        )
 
     def oracle(self, task: Task) -> Turns:
         return [Message.assistant(task.answer)]

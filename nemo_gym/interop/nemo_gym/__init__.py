@@ -67,7 +67,9 @@ def load(
 
     spec = SERVERS.get(server)
     if spec is None:
-        raise ConfigError(f"unsupported NeMo Gym server {server!r}; supported: {', '.join(sorted(SERVERS))}")
+        raise ConfigError(
+            f"unsupported NeMo Gym server {server!r}; supported: {', '.join(sorted(SERVERS))}"
+        )
     rows = rows_of(source)[:limit]
     if not rows:
         raise ConfigError(f"{source}: no rows")
@@ -94,16 +96,27 @@ def to_row(rollout: Rollout) -> dict[str, Any]:
     source = (task.metadata.get("nemo_gym") or {}).get("row")
     tools = task.metadata.get("tools") or []
     if source is None:
-        source = {"responses_create_params": {
-            "input": [{"role": m.role if m.role != "tool" else "user", "content": m.content or ""}
-                      for m in task.messages],
-            **({"tools": [{"type": "function", **t} for t in tools]} if tools else {}),
-        }}
+        source = {
+            "responses_create_params": {
+                "input": [
+                    {"role": m.role if m.role != "tool" else "user", "content": m.content or ""}
+                    for m in task.messages
+                ],
+                **({"tools": [{"type": "function", **t} for t in tools]} if tools else {}),
+            }
+        }
     row = dict(source)
-    model = next((c.response.model for c in rollout.trajectory.model_calls if c.response and c.response.model),
-                 "nemo_gym")
-    row["response"] = response_from_trajectory(rollout.trajectory, _opening(rollout), model=model or "nemo_gym",
-                                               tools=tools)
+    model = next(
+        (
+            c.response.model
+            for c in rollout.trajectory.model_calls
+            if c.response and c.response.model
+        ),
+        "nemo_gym",
+    )
+    row["response"] = response_from_trajectory(
+        rollout.trajectory, _opening(rollout), model=model or "nemo_gym", tools=tools
+    )
     row["reward"] = rollout.reward
     row["mask_sample"] = not rollout.ok
     if rollout.rewards is not None:

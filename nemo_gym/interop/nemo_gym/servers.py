@@ -47,7 +47,9 @@ def _params(row: Row) -> Mapping[str, Any]:
 
 def _task(row: Row, server: str, *, answer: Any = None, **metadata: Any) -> Task:
     params = _params(row)
-    messages = messages_from_input(params.get("input"), f"{row.where}: responses_create_params.input")
+    messages = messages_from_input(
+        params.get("input"), f"{row.where}: responses_create_params.input"
+    )
     tools = tools_from_params(params)
     extra = {"tools": tools} if tools and "tools" not in metadata else {}
     return Task(
@@ -67,14 +69,23 @@ def _options(row: Row) -> list[str]:
 
 def _mcqa(row: Row, server: str) -> Task:
     mode = row.get("grading_mode", "strict_single_letter_boxed")
-    return _task(row, server, answer=str(row.require("expected_answer")).strip().upper(),
-                 options=_options(row), require_boxed=mode == "strict_single_letter_boxed")
+    return _task(
+        row,
+        server,
+        answer=str(row.require("expected_answer")).strip().upper(),
+        options=_options(row),
+        require_boxed=mode == "strict_single_letter_boxed",
+    )
 
 
 def _mcq_any_form(row: Row, server: str) -> Task:
     """GPQA's and BunsenBench's servers read the letter in any form (no grading modes)."""
-    return _task(row, server, answer=str(row.require("expected_answer")).strip().upper(),
-                 options=_options(row))
+    return _task(
+        row,
+        server,
+        answer=str(row.require("expected_answer")).strip().upper(),
+        options=_options(row),
+    )
 
 
 def _math(row: Row, server: str) -> Task:
@@ -82,8 +93,12 @@ def _math(row: Row, server: str) -> Task:
 
 
 def _string_match(row: Row, server: str) -> Task:
-    modes = {"boxed": "boxed", "final_answer": "final_answer", "last_line": "last_line",
-             "full_response": "full"}
+    modes = {
+        "boxed": "boxed",
+        "final_answer": "final_answer",
+        "last_line": "last_line",
+        "full_response": "full",
+    }
     mode = row.get("extraction_mode", "final_answer")
     if mode not in modes:
         raise row.bad("extraction_mode", f"is {mode!r}; one of {', '.join(modes)}")
@@ -92,13 +107,19 @@ def _string_match(row: Row, server: str) -> Task:
 
 def _instructions(row: Row, server: str) -> Task:
     source = {**dict(row.data), **(row.get("verifier_metadata") or {})}
-    return _task(row, server, instruction_id_list=list(source["instruction_id_list"]),
-                 kwargs=source.get("kwargs"))
+    return _task(
+        row,
+        server,
+        instruction_id_list=list(source["instruction_id_list"]),
+        kwargs=source.get("kwargs"),
+    )
 
 
 def _instructions_options(rows: Sequence[Row]) -> dict[str, Any]:
-    modes = {(r.get("verifier_metadata") or {}).get("grading_mode", r.get("grading_mode", "binary"))
-             for r in rows}
+    modes = {
+        (r.get("verifier_metadata") or {}).get("grading_mode", r.get("grading_mode", "binary"))
+        for r in rows
+    }
     if len(modes) > 1:
         raise ConfigError(f"instruction_following: the rows mix grading modes {sorted(modes)}")
     return {"reward": "instruction" if modes == {"fraction"} else "prompt"}
@@ -106,9 +127,15 @@ def _instructions_options(rows: Sequence[Row]) -> dict[str, Any]:
 
 def _structured(row: Row, server: str) -> Task:
     mode = row.get("response_mode", "text")
-    return _task(row, server, format=str(row.get("schema_type", "json")).lower(),
-                 schema=json.loads(row.require("schema_str", str)), response_mode=mode,
-                 tool_name=row.get("tool_name"), payload_key=row.get("tool_payload_key"))
+    return _task(
+        row,
+        server,
+        format=str(row.get("schema_type", "json")).lower(),
+        schema=json.loads(row.require("schema_str", str)),
+        response_mode=mode,
+        tool_name=row.get("tool_name"),
+        payload_key=row.get("tool_payload_key"),
+    )
 
 
 def _structured_options(rows: Sequence[Row]) -> dict[str, Any]:
@@ -119,8 +146,12 @@ def _structured_options(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def _structeval(row: Row, server: str) -> Task:
-    return _task(row, server, format=str(row.require("output_type", str)).lower(),
-                 paths=[str(p) for p in row.require("raw_output_metric", list)])
+    return _task(
+        row,
+        server,
+        format=str(row.require("output_type", str)).lower(),
+        paths=[str(p) for p in row.require("raw_output_metric", list)],
+    )
 
 
 def _xlam(row: Row, server: str) -> Task:
@@ -128,8 +159,9 @@ def _xlam(row: Row, server: str) -> Task:
 
 
 def _any_weather(row: Row, server: str) -> Task:
-    return _task(row, server, expected_call={"name": "get_weather", "arguments": {}},
-                 reward="correctness")
+    return _task(
+        row, server, expected_call={"name": "get_weather", "arguments": {}}, reward="correctness"
+    )
 
 
 def _multireward(row: Row, server: str) -> Task:
@@ -146,13 +178,22 @@ def _node_set(row: Row, server: str) -> Task:
 
 def _ruler(row: Row, server: str) -> Task:
     subset = row.require("subset", str)
-    return _task(row, server, answer=list(row.require("outputs", list)), subset=subset,
-                 match="any" if subset in ("qa_1", "qa_2") else "all")
+    return _task(
+        row,
+        server,
+        answer=list(row.require("outputs", list)),
+        subset=subset,
+        match="any" if subset in ("qa_1", "qa_2") else "all",
+    )
 
 
 def _mrcr(row: Row, server: str) -> Task:
-    return _task(row, server, answer=row.require("expected_answer", str),
-                 prefix=row.require("random_string_to_prepend", str))
+    return _task(
+        row,
+        server,
+        answer=row.require("expected_answer", str),
+        prefix=row.require("random_string_to_prepend", str),
+    )
 
 
 def _spartqa(row: Row, server: str) -> Task:
@@ -160,18 +201,33 @@ def _spartqa(row: Row, server: str) -> Task:
     options = list(row.get("options") or meta.get("options") or [])
     gold = str(row.get("target") or meta.get("target", ""))
     labels = [*options, "both of them", "none of them"] if options else [gold]
-    aliases = {"both of them": ["both", "both objects", "both of the objects", "both of these"],
-               "none of them": ["none", "none of the objects", "neither", "neither of them",
-                                "neither object", "no object"]}
+    aliases = {
+        "both of them": ["both", "both objects", "both of the objects", "both of these"],
+        "none of them": [
+            "none",
+            "none of the objects",
+            "neither",
+            "neither of them",
+            "neither object",
+            "no object",
+        ],
+    }
     return _task(row, server, answer=gold, labels=labels, aliases=aliases)
 
 
 def _reasoning_gym(row: Row, server: str) -> Task:
     metadata = row.require("metadata", dict)
-    entry = {"question": row.require("question", str), "answer": row.get("answer"),
-             "metadata": metadata}
-    return _task(row, server, answer=None if row.get("answer") is None else str(row.get("answer")),
-                 entry=entry)
+    entry = {
+        "question": row.require("question", str),
+        "answer": row.get("answer"),
+        "metadata": metadata,
+    }
+    return _task(
+        row,
+        server,
+        answer=None if row.get("answer") is None else str(row.get("answer")),
+        entry=entry,
+    )
 
 
 def _reasoning_gym_options(rows: Sequence[Row]) -> dict[str, Any]:
@@ -184,20 +240,22 @@ def _reasoning_gym_options(rows: Sequence[Row]) -> dict[str, Any]:
 def _seed(row: Row) -> random.Random:
     seed = row.get("seed")
     if seed is None:  # NeMo Gym deals these from an unseeded generator; ours is the row
-        seed = int(hashlib.sha256(json.dumps(row.data, sort_keys=True).encode()).hexdigest()[:12], 16) + row.index
+        seed = (
+            int(hashlib.sha256(json.dumps(row.data, sort_keys=True).encode()).hexdigest()[:12], 16)
+            + row.index
+        )
     return random.Random(seed)
 
 
 def _wordle(row: Row, server: str) -> Task:
     target = str(row.require("custom_target", str)).lower()
-    return _task(row, server, answer=target, max_turns=int(row.get("max_turns", 6)),
-                 scoring="nemo_gym")
+    return _task(
+        row, server, answer=target, max_turns=int(row.get("max_turns", 6)), scoring="nemo_gym"
+    )
 
 
 def _blackjack(row: Row, server: str) -> Task:
-    from nemo_gym.envs.games.blackjack import RANKS, outcome
-
-    from nemo_gym.envs.games.blackjack import BlackjackEpisode
+    from nemo_gym.envs.games.blackjack import RANKS, BlackjackEpisode, outcome
 
     deck = [r for r in RANKS for _ in range(4)]
     _seed(row).shuffle(deck)
@@ -219,8 +277,13 @@ def _board_game(env: str) -> TaskFn:
 
         dims = row.get("dim_room") or row.get("dim_board") or [6, 6]
         if env == "sokoban":
-            game = make("sokoban", rows=max(4, int(dims[0])), cols=max(4, int(dims[1])),
-                        boxes=int(row.get("num_boxes", 1)), scoring="gym_sokoban")
+            game = make(
+                "sokoban",
+                rows=max(4, int(dims[0])),
+                cols=max(4, int(dims[1])),
+                boxes=int(row.get("num_boxes", 1)),
+                scoring="gym_sokoban",
+            )
         else:
             game = make("tetris", width=int(dims[0]), height=int(dims[1]), scoring="grl")
         drawn = game.draw(_seed(row))  # type: ignore[attr-defined]
@@ -241,24 +304,37 @@ def _code_gen(row: Row, server: str) -> Task:
 
 
 def _bird(row: Row, server: str) -> Task:
-    context = "\n".join(line for line in row.require("sql_context", str).splitlines()
-                        if line.strip() != "...")
-    return _task(row, server, answer=row.require("gt_sql", str), db_setup=context,
-                 db_id=row.get("db_id"))
+    context = "\n".join(
+        line for line in row.require("sql_context", str).splitlines() if line.strip() != "..."
+    )
+    return _task(
+        row, server, answer=row.require("gt_sql", str), db_setup=context, db_id=row.get("db_id")
+    )
 
 
 def _wmt(row: Row, server: str) -> Task:
-    return _task(row, server, answer=row.require("translation", str), source=row.require("text", str))
+    return _task(
+        row, server, answer=row.require("translation", str), source=row.require("text", str)
+    )
 
 
 def _arc(row: Row, server: str) -> Task:
-    return _task(row, server, answer=row.require("expected_output", list),
-                 train=row.require("train", list), test_input=row.require("test_input", list))
+    return _task(
+        row,
+        server,
+        answer=row.require("expected_output", list),
+        train=row.require("train", list),
+        test_input=row.require("test_input", list),
+    )
 
 
 def _multi_step(row: Row, server: str) -> Task:
-    return _task(row, server, answer=list(row.require("expected_synonym_values", list)),
-                 synonyms=list(row.require("expected_synonyms", list)))
+    return _task(
+        row,
+        server,
+        answer=list(row.require("expected_synonym_values", list)),
+        synonyms=list(row.require("expected_synonyms", list)),
+    )
 
 
 def _calendar(row: Row, server: str) -> Task:
@@ -311,13 +387,28 @@ _SERVERS = [
     Server("mrcr", "mrcr", _mrcr),
     Server("spartqa", "spartqa", _spartqa),
     Server("reasoning_gym", "reasoning_gym", _reasoning_gym, _reasoning_gym_options),
-    Server("wordle", "wordle", _wordle, lambda rows: {"interface": "tools", "scoring": "nemo_gym"},
-           compared=False),
+    Server(
+        "wordle",
+        "wordle",
+        _wordle,
+        lambda rows: {"interface": "tools", "scoring": "nemo_gym"},
+        compared=False,
+    ),
     Server("blackjack", "blackjack", _blackjack, compared=False),
-    Server("grl_sokoban", "sokoban", _board_game("sokoban"), lambda rows: {"scoring": "gym_sokoban"},
-           compared=False),
-    Server("grl_tetris", "tetris", _board_game("tetris"), lambda rows: {"scoring": "grl"},
-           compared=False),
+    Server(
+        "grl_sokoban",
+        "sokoban",
+        _board_game("sokoban"),
+        lambda rows: {"scoring": "gym_sokoban"},
+        compared=False,
+    ),
+    Server(
+        "grl_tetris",
+        "tetris",
+        _board_game("tetris"),
+        lambda rows: {"scoring": "grl"},
+        compared=False,
+    ),
     Server("code_gen", "code", _code_gen, requires=("sandbox",), compared=False),
     Server("bird_sql", "text_to_sql", _bird, compared=False),
     Server("wmt_translation", "translation", _wmt),
@@ -325,10 +416,13 @@ _SERVERS = [
     Server("example_multi_step", "tool_chain", _multi_step),
     Server("calendar", "calendar", _calendar),
     Server("xstest", "over_refusal", _xstest, requires=_JUDGE, compared=False),
-    Server("over_refusal_detection", "over_refusal", _over_refusal, requires=_JUDGE, compared=False),
+    Server(
+        "over_refusal_detection", "over_refusal", _over_refusal, requires=_JUDGE, compared=False
+    ),
     Server("jailbreak_detection", "jailbreak", _jailbreak, requires=_JUDGE, compared=False),
-    Server("equivalence_llm_judge", "answer_equivalence", _equivalence, requires=_JUDGE,
-           compared=False),
+    Server(
+        "equivalence_llm_judge", "answer_equivalence", _equivalence, requires=_JUDGE, compared=False
+    ),
 ]
 
 SERVERS: Mapping[str, Server] = {s.name: s for s in _SERVERS}

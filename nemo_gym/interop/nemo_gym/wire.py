@@ -30,13 +30,19 @@ def _text(content: Any, where: str) -> str:
         for part in content:
             if isinstance(part, Mapping) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
-            elif isinstance(part, Mapping) and part.get("type") in ("input_image", "input_file", "input_audio"):
+            elif isinstance(part, Mapping) and part.get("type") in (
+                "input_image",
+                "input_file",
+                "input_audio",
+            ):
                 raise ConfigError(f"{where}: {part['type']} content is not supported (text only)")
         return "".join(parts)
     raise ConfigError(f"{where}: message content must be text or content parts")
 
 
-def messages_from_input(value: Any, where: str = "responses_create_params.input") -> tuple[Message, ...]:
+def messages_from_input(
+    value: Any, where: str = "responses_create_params.input"
+) -> tuple[Message, ...]:
     """Our messages for a Responses-API `input` (see the module doc)."""
     if isinstance(value, str):
         return (Message.user(value),)
@@ -49,8 +55,11 @@ def messages_from_input(value: Any, where: str = "responses_create_params.input"
             raise ConfigError(f"{at}: an input item must be an object")
         kind = item.get("type", "message")
         if kind == "function_call":
-            call = ToolCall(id=str(item.get("call_id") or item.get("id") or f"call_{index}"),
-                            name=str(item["name"]), arguments=str(item.get("arguments") or "{}"))
+            call = ToolCall(
+                id=str(item.get("call_id") or item.get("id") or f"call_{index}"),
+                name=str(item["name"]),
+                arguments=str(item.get("arguments") or "{}"),
+            )
             if messages and messages[-1].role == "assistant" and not messages[-1].content:
                 last = messages.pop()
                 messages.append(last.model_copy(update={"tool_calls": (*last.tool_calls, call)}))
@@ -58,8 +67,12 @@ def messages_from_input(value: Any, where: str = "responses_create_params.input"
                 messages.append(Message.assistant(tool_calls=(call,)))
         elif kind == "function_call_output":
             output = item.get("output")
-            messages.append(Message.tool(output if isinstance(output, str) else _text(output, at),
-                                         tool_call_id=str(item.get("call_id", ""))))
+            messages.append(
+                Message.tool(
+                    output if isinstance(output, str) else _text(output, at),
+                    tool_call_id=str(item.get("call_id", "")),
+                )
+            )
         elif kind == "reasoning":
             continue  # a previous turn's reasoning is not part of the conversation sent again
         elif kind == "message":
@@ -79,8 +92,13 @@ def tools_from_params(params: Mapping[str, Any]) -> list[dict[str, Any]]:
         inner = tool.get("function", tool) if isinstance(tool, Mapping) else None
         if not isinstance(inner, Mapping) or (tool.get("type", "function") != "function"):
             raise ConfigError(f"only function tools are supported, got {tool!r}"[:200])
-        tools.append({"name": inner["name"], "description": inner.get("description") or "",
-                      "parameters": inner.get("parameters") or {"type": "object", "properties": {}}})
+        tools.append(
+            {
+                "name": inner["name"],
+                "description": inner.get("description") or "",
+                "parameters": inner.get("parameters") or {"type": "object", "properties": {}},
+            }
+        )
     return tools
 
 
@@ -89,23 +107,53 @@ def _output_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
     for index, message in enumerate(messages):
         if message.role == "assistant":
             if message.reasoning:
-                items.append({"type": "reasoning", "id": f"rs_{index}",
-                              "summary": [{"type": "summary_text", "text": message.reasoning}]})
+                items.append(
+                    {
+                        "type": "reasoning",
+                        "id": f"rs_{index}",
+                        "summary": [{"type": "summary_text", "text": message.reasoning}],
+                    }
+                )
             if message.content:
-                items.append({"type": "message", "id": f"msg_{index}", "role": "assistant",
-                              "status": "completed",
-                              "content": [{"type": "output_text", "text": message.content, "annotations": []}]})
+                items.append(
+                    {
+                        "type": "message",
+                        "id": f"msg_{index}",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [
+                            {"type": "output_text", "text": message.content, "annotations": []}
+                        ],
+                    }
+                )
             for call in message.tool_calls:
-                items.append({"type": "function_call", "id": f"fc_{call.id}", "call_id": call.id,
-                              "name": call.name, "arguments": call.arguments, "status": "completed"})
+                items.append(
+                    {
+                        "type": "function_call",
+                        "id": f"fc_{call.id}",
+                        "call_id": call.id,
+                        "name": call.name,
+                        "arguments": call.arguments,
+                        "status": "completed",
+                    }
+                )
         elif message.role == "tool":
-            items.append({"type": "function_call_output", "call_id": message.tool_call_id or "",
-                          "output": message.content or ""})
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.tool_call_id or "",
+                    "output": message.content or "",
+                }
+            )
     return items
 
 
 def response_from_trajectory(
-    trajectory: Trajectory, opening: int, *, model: str = "nemo_gym", tools: Sequence[Mapping[str, Any]] = ()
+    trajectory: Trajectory,
+    opening: int,
+    *,
+    model: str = "nemo_gym",
+    tools: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """A Responses object for what the rollout added after its first `opening` messages."""
     added = [m for m in trajectory.messages[opening:] if m.role != "system"]

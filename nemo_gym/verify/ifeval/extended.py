@@ -21,6 +21,7 @@ instruction, and say so on the function:
 
 from __future__ import annotations
 
+import itertools
 import re
 import string
 from collections import Counter
@@ -72,13 +73,13 @@ def last_word_answer(response: str, *, last_word: str) -> bool:
     return (_words(response) or [""])[-1].lower() == last_word.strip().lower()
 
 
-def lowercase_counting(response: str, *, N: int) -> bool:  # noqa: N803 (the dataset's name)
+def lowercase_counting(response: str, *, N: int) -> bool:
     """No lowercase word appears more than N times (see the module doc)."""
     counts = Counter(re.findall(r"\b[a-z]+\b", response))
     return all(c <= N for c in counts.values())
 
 
-def letter_counting(response: str, *, N: int, relation: Relation) -> bool:  # noqa: N803
+def letter_counting(response: str, *, N: int, relation: Relation) -> bool:
     """The response has (less than / at least) N ASCII letters."""
     return checkers._compare(len(re.findall(r"[A-Za-z]", response)), relation, N)
 
@@ -156,7 +157,7 @@ def no_adjacent_consecutive(response: str) -> bool:
     """No two adjacent words start with consecutive letters of the alphabet."""
     firsts = [w[0].lower() for w in _words(response)]
     return not any(
-        a.isalpha() and b.isalpha() and ord(b) - ord(a) == 1 for a, b in zip(firsts, firsts[1:])
+        a.isalpha() and b.isalpha() and ord(b) - ord(a) == 1 for a, b in itertools.pairwise(firsts)
     )
 
 
@@ -197,10 +198,12 @@ def copying_simple(response: str, *, prompt_to_repeat: str) -> bool:
     return response.strip().lower() == prompt_to_repeat.strip().lower()
 
 
-def copying_multiple(response: str, *, prompt_to_repeat: str, N: int) -> bool:  # noqa: N803
+def copying_multiple(response: str, *, prompt_to_repeat: str, N: int) -> bool:
     """The request repeated N times, separated by ******."""
     copies = response.split("******")
-    return len(copies) == N and all(copying_simple(c, prompt_to_repeat=prompt_to_repeat) for c in copies)
+    return len(copies) == N and all(
+        copying_simple(c, prompt_to_repeat=prompt_to_repeat) for c in copies
+    )
 
 
 def punctuation_dot(response: str) -> bool:
@@ -217,7 +220,7 @@ def line_indent(response: str) -> bool:
     """Each non-empty line is indented further than the one before ("stairs")."""
     lines = [line for line in response.split("\n") if line.strip()]
     depth = [len(line) - len(line.lstrip(" ")) for line in lines]
-    return len(lines) >= 2 and all(b > a for a, b in zip(depth, depth[1:]))
+    return len(lines) >= 2 and all(b > a for a, b in itertools.pairwise(depth))
 
 
 def word_count_range(response: str, *, min_words: int, max_words: int) -> bool:
@@ -225,7 +228,7 @@ def word_count_range(response: str, *, min_words: int, max_words: int) -> bool:
     return min_words <= text.count_words(response) <= max_words
 
 
-def unique_word_count(response: str, *, N: int) -> bool:  # noqa: N803
+def unique_word_count(response: str, *, N: int) -> bool:
     """At least N distinct words."""
     return len({w.lower() for w in _words(response)}) >= N
 
@@ -235,12 +238,14 @@ def no_whitespace(response: str) -> bool:
     return bool(response) and not any(c.isspace() for c in response)
 
 
-def numbers_count(response: str, *, N: int) -> bool:  # noqa: N803
+def numbers_count(response: str, *, N: int) -> bool:
     """Exactly N numbers (a decimal or a thousands-separated number counts once)."""
     return len(re.findall(r"\d+(?:[.,]\d+)*", response)) == N
 
 
-def letter_counting2(response: str, *, letter: str, let_frequency: int, let_relation: Relation) -> bool:
+def letter_counting2(
+    response: str, *, letter: str, let_frequency: int, let_relation: Relation
+) -> bool:
     """`letter` appears (less than / at least) let_frequency times (IFEval's checker)."""
     return checkers.keywords_letter_frequency(
         response, letter=letter, let_frequency=let_frequency, let_relation=let_relation
@@ -257,23 +262,39 @@ EXTENDED: tuple[tuple[str, Callable[..., bool], Params], ...] = (
     ("last_word:last_word_answer", last_word_answer, (("last_word", _S, 0),)),
     ("count:lowercase_counting", lowercase_counting, (("N", _I, 0),)),
     ("letters:letter_counting", letter_counting, (("N", _I, 0), ("relation", _R, 0))),
-    ("letters:letter_counting2", letter_counting2,
-     (("letter", "letter", 0), ("let_frequency", _I, 0), ("let_relation", _R, 0))),
+    (
+        "letters:letter_counting2",
+        letter_counting2,
+        (("letter", "letter", 0), ("let_frequency", _I, 0), ("let_relation", _R, 0)),
+    ),
     ("paragraphs:paragraphs", paragraphs, ()),
     ("paragraphs:paragraphs2", paragraphs2, ()),
     ("count:counting_composition", counting_composition, (("n_sent", _I, 1), ("n_words", _I, 1))),
     ("count:count_unique", count_unique, ()),
-    ("count:count_increment_word", count_increment_word, (("keyword1", _S, 0), ("keyword2", _S, 0))),
-    ("count:keywords_multiple", keywords_multiple,
-     tuple((f"keyword{i}", _S, 0) for i in range(1, 6))),
+    (
+        "count:count_increment_word",
+        count_increment_word,
+        (("keyword1", _S, 0), ("keyword2", _S, 0)),
+    ),
+    (
+        "count:keywords_multiple",
+        keywords_multiple,
+        tuple((f"keyword{i}", _S, 0) for i in range(1, 6)),
+    ),
     ("keywords:palindrome", palindrome, ()),
-    ("keywords:keyword_specific_position", keyword_specific_position,
-     (("keyword", _S, 0), ("n", _I, 1), ("m", _I, 1))),
+    (
+        "keywords:keyword_specific_position",
+        keyword_specific_position,
+        (("keyword", _S, 0), ("n", _I, 1), ("m", _I, 1)),
+    ),
     ("keywords:start_end", start_end, ()),
     ("keywords:no_adjacent_consecutive", no_adjacent_consecutive, ()),
     ("keywords:word_once", word_once, (("keyword", _S, 0),)),
-    ("keywords:word_count_different_numbers", word_count_different_numbers,
-     (("keyword", _S, 0), ("frequency", _I, 0), ("relation", _R, 0))),
+    (
+        "keywords:word_count_different_numbers",
+        word_count_different_numbers,
+        (("keyword", _S, 0), ("frequency", _I, 0), ("relation", _R, 0)),
+    ),
     ("keywords:exclude_word_harder", exclude_word_harder, (("keyword", _S, 0),)),
     ("detectable_format:sentence_hyphens", sentence_hyphens, ()),
     ("detectable_format:square_brackets", square_brackets, ()),
