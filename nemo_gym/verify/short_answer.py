@@ -10,7 +10,10 @@ the whole reply) and compares it with the gold (a string or a list of acceptable
   numbers (thousands separators, %, currency signs: "1,000" is "1000.0");
 - `match="contains"`: some surface form of the gold (HotpotQA's: without a leading
   article, quotes or a parenthesis, number words as digits, "&" as "and", ...) appears
-  in the answer as whole words, near its start when the answer is long.
+  in the answer as whole words, near its start when the answer is long;
+- `match="verbatim"`: the same text once surrounding whitespace is stripped (case kept).
+
+A task's `metadata["match"]` overrides the verifier's `match` for that task.
 
 Components: `accuracy`, `exact` (SQuAD exact match) and `f1` (SQuAD token F1, best gold).
 """
@@ -34,6 +37,8 @@ __all__ = ["ShortAnswer", "answer_forms", "contains_answer", "extract_short_answ
 
 Extract = Literal["final_answer", "boxed", "last_line", "json", "full"]
 EXTRACTS: tuple[str, ...] = ("final_answer", "boxed", "last_line", "json", "full")
+Match = Literal["equal", "contains", "verbatim"]
+MATCHES: tuple[str, ...] = ("equal", "contains", "verbatim")
 
 _FINAL = re.compile(r"(?:final\s+answer|answer)\s*[:：]\s*(.+)", re.IGNORECASE)
 _TEXT_WRAP = re.compile(r"\\(?:text|textbf|mathrm|emph)\{([^{}]*)\}")
@@ -167,13 +172,13 @@ class ShortAnswer:
         self,
         *,
         extract: Extract = "final_answer",
-        match: Literal["equal", "contains"] = "equal",
+        match: Match = "equal",
         gold: GoldFn | None = None,
     ) -> None:
         if extract not in EXTRACTS:
             raise ConfigError(f"unknown extract {extract!r}; one of {', '.join(EXTRACTS)}")
-        if match not in ("equal", "contains"):
-            raise ConfigError(f"match must be 'equal' or 'contains', got {match!r}")
+        if match not in MATCHES:
+            raise ConfigError(f"match must be one of {', '.join(MATCHES)}, got {match!r}")
         self.extract, self.match, self.gold = extract, match, gold
 
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
@@ -186,8 +191,13 @@ class ShortAnswer:
                 components={"accuracy": 0.0, "exact": 0.0, "f1": 0.0},
                 metadata={"extracted_answer": None, "reason": f"no {extract} answer"},
             )
-        if self.match == "contains":
+        match = task.metadata.get("match", self.match)
+        if match not in MATCHES:
+            raise ConfigError(f"task {task.id}: match must be one of {', '.join(MATCHES)}")
+        if match == "contains":
             correct = contains_answer(answer, golds)
+        elif match == "verbatim":
+            correct = any(answer.strip() == g.strip() for g in golds)
         else:
             correct = any(same_answer(answer, g) for g in golds)
         exact = any(normalize_answer(answer) == normalize_answer(g) for g in golds)

@@ -257,8 +257,15 @@ def reference(all_cases: dict[str, list[Case]]) -> dict[tuple[str, str, str], di
     if not Path(PYTHON).is_file():
         pytest.skip(f"no NeMo Gym reference venv at {PYTHON} (set NEMO_GYM_REFERENCE_PYTHON)")
     cases = [c for server, found in all_cases.items() if ng.SERVERS[server].compared for c in found]
+    results = run_reference([(c.server, c.row, c.response) for c in cases])
+    return {(c.server, c.task_id, c.reply): r for c, r in zip(cases, results, strict=True)}
+
+
+def run_reference(items: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """NeMo Gym's own verdicts on (server, row, response) triples, in order."""
     payload = "\n".join(
-        json.dumps({"server": c.server, "row": c.row, "response": c.response}) for c in cases
+        json.dumps({"server": server, "row": row, "response": response})
+        for server, row, response in items
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # their nemo_gym, not ours
     done = subprocess.run(
@@ -271,8 +278,8 @@ def reference(all_cases: dict[str, list[Case]]) -> dict[tuple[str, str, str], di
         cwd="/",
     )
     results = [json.loads(line) for line in done.stdout.splitlines()]
-    assert len(results) == len(cases), done.stderr[-3000:]
-    return {(c.server, c.task_id, c.reply): r for c, r in zip(cases, results, strict=True)}
+    assert len(results) == len(items), done.stderr[-3000:]
+    return results
 
 
 def test_at_least_thirty_servers_are_supported() -> None:
@@ -340,6 +347,26 @@ def test_every_difference_is_exercised_and_documented(all_cases: dict[str, list[
     for key, (_, _, why) in DIFFERENCES.items():
         assert key in seen, key
         assert f"`{key[0]}`" in page and why in page, key
+
+
+def test_case_sensitive_string_match_rows_keep_case() -> None:
+    """The example rows are all case-insensitive; a `case_sensitive` row compares the
+    stripped texts as they are, as NeMo Gym does."""
+    row = json.loads((DATA / "string_match.jsonl").read_text().splitlines()[0])
+    row["case_sensitive"] = True  # expected_answer "Paris", extraction_mode "boxed"
+    env = ng.load([row], server="string_match")
+    task = next(iter(env.tasks()))
+
+    async def score(text: str) -> tuple[float | None, dict[str, Any]]:
+        done = await gym.rollout(env, gym.models.ScriptedModel([text]), task)
+        return done.reward, ng.to_row(done)["response"]
+
+    replies = {"same": "\\boxed{Paris}", "lower": "\\boxed{paris}", "spaced": "\\boxed{ Paris }"}
+    ours = {k: asyncio.run(score(v)) for k, v in replies.items()}
+    assert {k: r for k, (r, _) in ours.items()} == {"same": 1.0, "lower": 0.0, "spaced": 1.0}
+    if Path(PYTHON).is_file():
+        theirs = run_reference([("string_match", row, resp) for _, resp in ours.values()])
+        assert [t["reward"] for t in theirs] == [r for r, _ in ours.values()]
 
 
 def test_to_rows_writes_nemo_gym_result_rows(all_cases: dict[str, list[Case]]) -> None:

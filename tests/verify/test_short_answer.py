@@ -74,3 +74,19 @@ async def test_the_verifier_reports_what_it_read() -> None:
     assert json_mode.reward == 1.0
     with pytest.raises(gym.errors.ConfigError):
         ShortAnswer(extract="nowhere")  # type: ignore[arg-type]
+
+
+async def test_verbatim_match_keeps_case_per_verifier_or_per_task() -> None:
+    verbatim = ShortAnswer(match="verbatim")
+    same = await gym.testing.verify(
+        verbatim, prompt="q", answer="Paris", response="Final answer: Paris"
+    )
+    lower = await gym.testing.verify(
+        verbatim, prompt="q", answer="Paris", response="Final answer: paris"
+    )
+    assert same.reward == 1.0 and lower.reward == 0.0
+    task = gym.Task(prompt="q", answer="Paris", metadata={"match": "verbatim"})
+    per_task = await gym.testing.verify(ShortAnswer(), task=task, response="Final answer: paris")
+    assert per_task.reward == 0.0
+    with pytest.raises(gym.errors.ConfigError, match="match must be one of"):
+        ShortAnswer(match="fuzzy")  # type: ignore[arg-type]

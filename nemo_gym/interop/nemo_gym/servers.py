@@ -102,7 +102,10 @@ def _string_match(row: Row, server: str) -> Task:
     mode = row.get("extraction_mode", "final_answer")
     if mode not in modes:
         raise row.bad("extraction_mode", f"is {mode!r}; one of {', '.join(modes)}")
-    return _task(row, server, answer=str(row.require("expected_answer")), extract=modes[mode])
+    match = {"match": "verbatim"} if row.get("case_sensitive") else {}
+    return _task(
+        row, server, answer=str(row.require("expected_answer")), extract=modes[mode], **match
+    )
 
 
 def _instructions(row: Row, server: str) -> Task:
