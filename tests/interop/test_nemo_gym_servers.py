@@ -369,6 +369,12 @@ def test_case_sensitive_string_match_rows_keep_case() -> None:
         assert [t["reward"] for t in theirs] == [r for r, _ in ours.values()]
 
 
+def test_every_server_has_a_row_in_the_page() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "coming-from-nemo-gym.md").read_text()
+    for name, server in ng.SERVERS.items():
+        assert f"| `{name}` | `{server.env}` |" in page, name
+
+
 def test_to_rows_writes_nemo_gym_result_rows(all_cases: dict[str, list[Case]]) -> None:
     async def run() -> list[dict[str, Any]]:
         env = ng.load(DATA / "xlam_fc.jsonl", server="xlam_fc")
