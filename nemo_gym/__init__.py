@@ -6,7 +6,7 @@ import importlib
 from typing import Any
 
 from nemo_gym import errors, harnesses, lifecycle, models, registry
-from nemo_gym.catalog import EnvInfo, env_info, list_envs, make, register
+from nemo_gym.catalog import EnvInfo, add_search_dir, env_info, list_envs, make, register
 from nemo_gym.checker import CheckReport, EnvCheckError, acheck_env, check_env
 from nemo_gym.collect import (
     Part,
@@ -110,6 +110,7 @@ __all__ = [
     "Usage",
     "Verifier",
     "acheck_env",
+    "add_search_dir",
     "aggregate",
     "as_verifier",
     "check_env",

@@ -156,6 +156,12 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "spbleu": "nemo_gym.verify.translation:SpBLEU",
         "sql": "nemo_gym.verify.sql:SQLVerifier",
         "code": "nemo_gym.verify.code:CodeVerifier",
+        "short_answer": "nemo_gym.verify.short_answer:ShortAnswer",
+        "label": "nemo_gym.verify.labels:LabelMatch",
+        "document": "nemo_gym.verify.formats:DocumentVerifier",
+        "reference_match": "nemo_gym.verify.long_context:ReferenceMatch",
+        "node_set_f1": "nemo_gym.verify.long_context:NodeSetF1",
+        "sequence_ratio": "nemo_gym.verify.long_context:SequenceRatio",
     },
     "sandbox": {
         "local": "nemo_gym.sandbox.local:LocalProvider",

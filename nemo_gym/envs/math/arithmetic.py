@@ -75,7 +75,8 @@ class Arithmetic(ProceduralEnv):
 class ArithmeticSmall(Arithmetic):
     """Two-term arithmetic with operands up to 10: what a 135M model solves some of the time.
 
-    The embedded SmolLM2-135M-Instruct, greedy, gets about half of these right, where
+    The embedded SmolLM2-135M-Instruct, greedy, gets a third to half of these right
+    (0.5 on the first 8 test tasks, 0.34 on the first 50), where
     it gets almost none of `arithmetic`'s three terms up to 100: a first evaluation
     whose reward means something.
     """
