@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -583,15 +584,46 @@ class ResourceLimits(_Value):
     output_bytes: int | None = 1 << 20
 
 
+NetworkMode = Literal["none", "loopback", "host"]
+
+
 class SandboxSpec(_Value):
-    """What a sandbox should be: image (for container providers), limits, network, env."""
+    """What a sandbox should be: image (for container providers), limits, network, env.
+
+    `network`: "none" (only the sandbox's own loopback), "loopback" (that, plus the host's
+    127.0.0.1 ports listed in `ports`, reached inside at the same address and nothing
+    else of the host or beyond) or "host" (the host's network). `False` and `True` still
+    mean "none" and "host".
+    """
 
     image: str | None = None
     limits: ResourceLimits = Field(default_factory=ResourceLimits)
-    network: bool = False
+    network: NetworkMode = "none"
+    ports: tuple[int, ...] = ()
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str = "/work"
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("network", mode="before")
+    @classmethod
+    def _network_bool(cls, value: Any) -> Any:
+        if value is True:
+            return "host"
+        if value is False:
+            return "none"
+        return value
+
+    @model_validator(mode="after")
+    def _ports_with_loopback(self) -> SandboxSpec:
+        if self.ports and self.network != "loopback":
+            raise ValueError(
+                f"SandboxSpec.ports={list(self.ports)} needs network='loopback' "
+                f"(network is {self.network!r})"
+            )
+        for port in self.ports:
+            if not 0 < port < 65536:
+                raise ValueError(f"SandboxSpec.ports: {port} is not a TCP port")
+        return self
 
 
 class Stats(_Value):

@@ -137,6 +137,12 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "single_turn": "nemo_gym.harnesses:SingleTurn",
         "tool_loop": "nemo_gym.harnesses:ToolLoop",
         "multi_step": "nemo_gym.harnesses:MultiStep",
+        "remote_agent": "nemo_gym.harnesses.remote:RemoteAgent",
+        "cli_agent": "nemo_gym.harnesses.cli:CLIAgent",
+        "codex": "nemo_gym.harnesses.cli.adapters:Codex",
+        "claude_code": "nemo_gym.harnesses.cli.adapters:ClaudeCode",
+        "opencode": "nemo_gym.harnesses.cli.adapters:OpenCode",
+        "mini_swe_agent": "nemo_gym.harnesses.cli.adapters:MiniSWEAgent",
     },
     "verifier": {
         "math": "nemo_gym.verify.math:MathVerifier",

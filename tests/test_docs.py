@@ -18,8 +18,9 @@ def python_blocks(name: str) -> list[str]:
 
 async def test_environments_page_example_runs() -> None:
     namespace: dict = {}
-    exec(python_blocks("environments.md")[0], namespace)
+    exec(next(b for b in python_blocks("environments.md") if "class Cities" in b), namespace)
     env = namespace["env"]
+    assert gym.check_env(env).ok
     call = gym.Message.assistant(
         tool_calls=(gym.ToolCall(id="1", name="lookup", arguments='{"city": "Paris"}'),)
     )
@@ -69,3 +70,12 @@ def test_registry_page_spec_example_is_true() -> None:
         "# ", ""
     ).replace("Spec(", "").replace(")", "")
     assert gym.make(spec).to_spec() == spec
+
+
+async def test_writing_a_harness_page_example_runs() -> None:
+    blocks = python_blocks("writing-a-harness.md")
+    namespace: dict = {}
+    exec(next(b for b in blocks if "class AskTwice" in b), namespace)
+    test = next(b for b in blocks if "async def test_ask_twice" in b)
+    exec(test, namespace)
+    await namespace["test_ask_twice"]()

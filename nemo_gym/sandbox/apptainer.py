@@ -39,6 +39,7 @@ from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import SandboxSpec
 from nemo_gym.sandbox.base import Provider, WorkerSandbox, in_pids_cgroup, worker_source
 from nemo_gym.sandbox.limits import resolve
+from nemo_gym.sandbox.network import MOUNT, PortRelay, forward_argv
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +74,12 @@ def apptainer_argv(
     python: str = "python3",
     writable_tmpfs: bool = True,
     extra_args: Sequence[str] = (),
+    net_dir: str | None = None,
 ) -> list[str]:
-    """The `apptainer exec` command line that runs the sandbox worker for `spec`."""
+    """The `apptainer exec` command line that runs the sandbox worker for `spec`.
+
+    With `network="loopback"`, `net_dir` is the host relay's socket directory.
+    """
     if not spec.image:
         raise ConfigError(
             "the apptainer provider needs SandboxSpec(image=...): a .sif file, a sandbox "
@@ -86,13 +91,19 @@ def apptainer_argv(
             f"SandboxSpec.workdir must be an absolute path of its own, got {workdir!r}"
         )
     argv = [binary, "exec", "--containall"]
-    if not spec.network:
+    if spec.network != "host":
         argv += ["--net", "--network", "none"]
     if writable_tmpfs:
         argv.append("--writable-tmpfs")
     argv += ["--bind", f"{host_workdir}:{workdir}", "--pwd", workdir]
+    worker = [python, "-I", "-c", worker_source()]
+    if spec.network == "loopback":
+        if not net_dir:
+            raise ConfigError("network='loopback' needs the host relay's socket directory")
+        argv += ["--bind", f"{net_dir}:{MOUNT}:ro"]
+        worker = forward_argv(python, spec.ports, worker)
     argv += [str(arg) for arg in extra_args]
-    argv += [spec.image, python, "-I", "-c", worker_source()]
+    argv += [spec.image, *worker]
     return argv
 
 
@@ -126,7 +137,9 @@ class ApptainerProvider(Provider):
         self.extra_args = tuple(extra_args)
         self.use_cgroup = use_cgroup
 
-    def command(self, spec: SandboxSpec, host_workdir: str) -> list[str]:
+    def command(
+        self, spec: SandboxSpec, host_workdir: str, net_dir: str | None = None
+    ) -> list[str]:
         """The command line `create` runs (without the pids cgroup wrapper)."""
         if not spec.image and self.image:
             spec = spec.model_copy(update={"image": self.image})
@@ -137,6 +150,7 @@ class ApptainerProvider(Provider):
             python=self.python,
             writable_tmpfs=self.writable_tmpfs,
             extra_args=self.extra_args,
+            net_dir=net_dir,
         )
 
     async def create(self, spec: SandboxSpec | None = None) -> WorkerSandbox:
@@ -145,19 +159,26 @@ class ApptainerProvider(Provider):
         if not spec.image and self.image:
             spec = spec.model_copy(update={"image": self.image})
         host_workdir = tempfile.mkdtemp(prefix="nemo_gym_apptainer_")
+        relay: PortRelay | None = None
         try:
-            argv = self.command(spec, host_workdir)
+            relay = await PortRelay.for_spec(spec)
+            argv = self.command(spec, host_workdir, relay.directory if relay else None)
+            processes = int(resolve(spec.limits).processes or 0)
+            own = _OWN_PROCESSES + (1 if relay else 0)
+            argv, drop_cgroup = await in_pids_cgroup(argv, processes + own, enabled=self.use_cgroup)
         except BaseException:
             shutil.rmtree(host_workdir, ignore_errors=True)
+            if relay is not None:
+                await relay.aclose()
             raise
-        processes = int(resolve(spec.limits).processes or 0)
-        argv, drop_cgroup = await in_pids_cgroup(
-            argv, processes + _OWN_PROCESSES, enabled=self.use_cgroup
-        )
 
         async def cleanup() -> None:
-            await drop_cgroup()
-            await asyncio.to_thread(shutil.rmtree, host_workdir, True)
+            try:
+                await drop_cgroup()
+                await asyncio.to_thread(shutil.rmtree, host_workdir, True)
+            finally:
+                if relay is not None:
+                    await relay.aclose()
 
         process_env = {
             key: value

@@ -19,8 +19,9 @@ one `CheckOutcome` per check.
 
 What it covers: exec and exit codes, stdout/stderr, stdin (also large and absent), env,
 cwd, timeouts, output caps, binary files in and out, concurrent execs, `close` being
-idempotent, cleanup when an exec is cancelled mid-run, and cleanup when the sandbox's
-owner process is SIGKILLed. The last two look for leftover processes in this host's
+idempotent, cleanup when an exec is cancelled mid-run, cleanup when the sandbox's
+owner process is SIGKILLed, and `network="loopback"` reaching its port and nothing else.
+The cancellation and owner-killed checks look for leftover processes in this host's
 `/proc` by a marker in their command line, so they need the sandbox's processes to be
 visible from here (true for local providers and a local container engine); where the
 marker never shows up at all, they skip rather than pass.
@@ -416,6 +417,70 @@ async def check_owner_killed(ctx: CheckContext) -> None:
         await _wait_for(lambda: not leftover_processes(marker), GONE_WITHIN_S),
         f"processes outlived their SIGKILLed owner: {leftover_processes(marker)}",
     )
+
+
+_PROBE = r"""
+import json, socket, sys
+allowed, other = int(sys.argv[1]), int(sys.argv[2])
+out = {}
+with socket.create_connection(("127.0.0.1", allowed), timeout=5) as s:
+    s.sendall(b"ping\n")
+    out["allowed"] = s.makefile("rb").readline().decode().strip()
+try:
+    socket.create_connection(("127.0.0.1", other), timeout=3).close()
+    out["other"] = "connected"
+except OSError as exc:
+    out["other"] = type(exc).__name__
+with open("/proc/net/dev") as f:
+    out["interfaces"] = sorted(l.split(":")[0].strip() for l in f.readlines()[2:])
+print(json.dumps(out))
+"""
+
+
+@check
+async def check_loopback_network(ctx: CheckContext) -> None:
+    """`network="loopback"` reaches the listed host port and nothing else: another host
+    loopback port is refused (no connection reaches it) and loopback is the only
+    interface, so nothing beyond the host is reachable either."""
+    seen = {"allowed": 0, "other": 0}
+
+    def server(name: str) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            seen[name] += 1
+            line = await reader.readline()
+            writer.write(b"pong:" + line)
+            await writer.drain()
+            writer.close()
+
+        return serve
+
+    allowed = await asyncio.start_server(server("allowed"), "127.0.0.1", 0)
+    other = await asyncio.start_server(server("other"), "127.0.0.1", 0)
+    try:
+        ports = [s.sockets[0].getsockname()[1] for s in (allowed, other)]
+        spec = ctx.spec.model_copy(update={"network": "loopback", "ports": (ports[0],)})
+        async with ctx.provider.start(spec) as sandbox:
+            result = await sandbox.exec(
+                ["python3", "-c", _PROBE, str(ports[0]), str(ports[1])], timeout=30
+            )
+            # a second exec: the forwarder outlives the first and a reset
+            reset = getattr(sandbox, "reset", None)
+            if reset is not None:
+                await reset()
+            again = await sandbox.exec(
+                ["python3", "-c", _PROBE, str(ports[0]), str(ports[1])], timeout=30
+            )
+    finally:
+        for s in (allowed, other):
+            s.close()
+            await s.wait_closed()
+    _expect(result.ok and again.ok, "the probe failed", result if not result.ok else again)
+    for outcome in (json.loads(result.stdout), json.loads(again.stdout)):
+        _expect(outcome["allowed"] == "pong:ping", f"the allowed port: {outcome}")
+        _expect(outcome["other"] != "connected", f"another host port was reachable: {outcome}")
+        _expect(outcome["interfaces"] == ["lo"], f"interfaces besides lo: {outcome}")
+    _expect(seen["other"] == 0, f"{seen['other']} connection(s) reached the other port")
+    _expect(seen["allowed"] == 2, f"the allowed port saw {seen['allowed']} connections, not 2")
 
 
 # ------------------------------------------------------------------------- running

@@ -10,7 +10,9 @@ async with provider.start(SandboxSpec(limits=ResourceLimits(memory_bytes=256 << 
     result = await box.exec("python3 -c 'print(6 * 7)'", timeout=10)
 ```
 
-One container per sandbox, created with no network (`NetworkMode: none`), memory and
+One container per sandbox, created with no network (`NetworkMode: none`; with
+`network="loopback"` the host's `spec.ports` are forwarded in through a bind-mounted
+unix socket, `nemo_gym.sandbox.network`, and the image needs python3), memory and
 swap capped (`Memory`), a process cap (`PidsLimit`), a CPU share (`NanoCpus`) and the
 per-process ulimits (`cpu`, `fsize`, `nofile`) from `ResourceLimits`. Each `exec` is an
 Engine exec whose stdin is written on the hijacked connection and then half-closed.
@@ -50,6 +52,7 @@ from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ExecResult, ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import Provider, argv_of, finish_despite_cancellation
 from nemo_gym.sandbox.limits import check_timeout, resolve
+from nemo_gym.sandbox.network import MOUNT, PortRelay, forward_argv
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +77,12 @@ while [ "$i" -lt 50 ]; do
 done
 exit 0
 """
+
+# network="loopback": the forwarder writes this once its ports are bound.
+_WAIT_FORWARDER = (
+    "i=0; while [ ! -e /tmp/.nemo_gym_forward_ready ]; do "
+    "i=$((i + 1)); [ $i -gt 600 ] && exit 1; sleep 0.05; done"
+)
 
 # Docker's default capabilities minus those untrusted code has no use for.
 DEFAULT_CAP_DROP = (
@@ -342,12 +351,14 @@ class DockerSandbox:
         container_id: str,
         spec: SandboxSpec,
         keepalive: asyncio.StreamWriter,
+        relay: PortRelay | None = None,
     ) -> None:
         self.client = client
         self.id = container_id
         self.spec = spec
         self.limits = resolve(spec.limits)
         self._keepalive = keepalive
+        self._relay = relay
         self._closed = False
 
     def _abspath(self, path: str) -> str:
@@ -578,6 +589,8 @@ class DockerSandbox:
                 )
         finally:
             self._keepalive.close()
+            if self._relay is not None:
+                await self._relay.aclose()
 
     def __repr__(self) -> str:
         return f"DockerSandbox({self.id[:12]}, image={self.spec.image!r})"
@@ -629,8 +642,9 @@ class DockerProvider(Provider):
     removed. `nproc`: RLIMIT_NPROC in the container (None: the engine's default). Podman
     needs it on hosts whose hard limit is below 1048576: given any ulimit, podman drops
     its configured defaults and sets that value, which the host refuses ("error setting
-    rlimit type 6"); pass the engine's `ulimit -Hu`. Spec `options` of the same names
-    override these per sandbox.
+    rlimit type 6"); pass the engine's `ulimit -Hu`. `python`: the image's interpreter,
+    which runs the port forwarder of `network="loopback"` (the image needs one then).
+    Spec `options` of the same names override these per sandbox.
     """
 
     name = "docker"
@@ -648,6 +662,7 @@ class DockerProvider(Provider):
         cap_drop: Sequence[str] = DEFAULT_CAP_DROP,
         nproc: int | None = None,
         start_timeout: float = 120.0,
+        python: str = "python3",
     ) -> None:
         self.client = EngineClient(host, timeout=start_timeout)
         self.image = image
@@ -659,9 +674,12 @@ class DockerProvider(Provider):
             "init": init,
             "cap_drop": list(cap_drop),
             "nproc": nproc,
+            "python": python,
         }
 
-    def _container_config(self, spec: SandboxSpec, image: str, options: dict[str, Any]) -> dict:
+    def _container_config(
+        self, spec: SandboxSpec, image: str, options: dict[str, Any], net_dir: str | None = None
+    ) -> dict:
         limits = resolve(spec.limits)
         host_config: dict[str, Any] = {
             "AutoRemove": True,
@@ -670,8 +688,12 @@ class DockerProvider(Provider):
             "CapDrop": list(options["cap_drop"]),
             "SecurityOpt": ["no-new-privileges"],
         }
-        if not spec.network:
+        if spec.network != "host":
             host_config["NetworkMode"] = "none"
+        if spec.network == "loopback":
+            if not net_dir:
+                raise ConfigError("network='loopback' needs the host relay's socket directory")
+            host_config["Binds"] = [f"{net_dir}:{MOUNT}:ro"]
         if limits.memory_bytes is not None:
             host_config["Memory"] = limits.memory_bytes
             host_config["MemorySwap"] = limits.memory_bytes  # no swap on top
@@ -684,8 +706,13 @@ class DockerProvider(Provider):
             host_config["StorageOpt"] = {"size": str(options["storage_size"])}
         config: dict[str, Any] = {
             "Image": image,
-            # The keep-alive: ends when our attach connection (its stdin) closes.
-            "Entrypoint": ["cat"],
+            # The keep-alive: ends when our attach connection (its stdin) closes. With
+            # network="loopback" the forwarder (the image's python) binds the ports first.
+            "Entrypoint": (
+                forward_argv(str(options["python"]), spec.ports, ["cat"])
+                if spec.network == "loopback"
+                else ["cat"]
+            ),
             "Cmd": None,
             "OpenStdin": True,
             "StdinOnce": True,
@@ -694,7 +721,7 @@ class DockerProvider(Provider):
             "WorkingDir": spec.workdir,
             "Env": _env_list(spec.env),
             "Labels": {LABEL: "1"},
-            "NetworkDisabled": not spec.network,
+            "NetworkDisabled": spec.network == "none",
             "HostConfig": host_config,
         }
         if options["user"]:
@@ -741,7 +768,18 @@ class DockerProvider(Provider):
                 code="sandbox_unavailable",
             )
         spec = spec.model_copy(update={"image": image})
-        config = self._container_config(spec, image, options)
+        relay = await PortRelay.for_spec(spec)
+        try:
+            return await self._create(spec, image, options, relay)
+        except BaseException:
+            if relay is not None:
+                await finish_despite_cancellation(relay.aclose())
+            raise
+
+    async def _create(
+        self, spec: SandboxSpec, image: str, options: dict[str, Any], relay: PortRelay | None
+    ) -> DockerSandbox:
+        config = self._container_config(spec, image, options, relay.directory if relay else None)
         created = await self.client.request("POST", "/containers/create", json_body=config)
         if created.status == 404 and options["pull"]:
             await self._pull(image)
@@ -770,7 +808,17 @@ class DockerProvider(Provider):
             )
             raise
         log.debug("docker sandbox %s started from %s", container_id[:12], image)
-        return DockerSandbox(self.client, container_id, spec, keepalive)
+        sandbox = DockerSandbox(self.client, container_id, spec, keepalive, relay)
+        if relay is not None:
+            # The container runs before its forwarder has bound the ports: wait for it.
+            ready = await sandbox.exec(["sh", "-c", _WAIT_FORWARDER], timeout=30)
+            if not ready.ok:
+                await finish_despite_cancellation(sandbox.close())
+                raise SandboxError(
+                    f"docker: the port forwarder of {image!r} did not start (the image "
+                    f"needs {options['python']!r}): {ready.stdout}{ready.stderr}"
+                )
+        return sandbox
 
     def __repr__(self) -> str:
         return f"DockerProvider(host={self.client.host!r}, image={self.image!r})"

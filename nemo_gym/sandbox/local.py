@@ -3,7 +3,9 @@
 Each sandbox is one `bwrap` process holding new user, pid, network, ipc, uts and cgroup
 namespaces, in which the worker (`worker.py`) runs and forks one child per exec:
 
-- no network (unless `spec.network`); the host is visible read-only, and only the
+- no network (`spec.network="none"`: the sandbox's own loopback only; "loopback" adds
+  the host's 127.0.0.1 ports in `spec.ports`, through `nemo_gym.sandbox.network`;
+  "host" shares the host's network); the host is visible read-only, and only the
   system directories (/usr, /bin, /lib*, /etc, /opt) plus the Python installation the
   worker runs on; /etc/shadow and /etc/gshadow are hidden;
 - the workdir (`spec.workdir`, default /work) and /tmp are private tmpfs mounts of
@@ -39,6 +41,7 @@ from nemo_gym.sandbox.base import (
     worker_source,
 )
 from nemo_gym.sandbox.limits import disk_bytes, resolve
+from nemo_gym.sandbox.network import MOUNT, PortRelay, forward_argv
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +92,12 @@ def _python_dirs(python: str) -> list[str]:
     return sorted(d for d in dirs if not any(d.startswith(s + "/") for s in _SYSTEM_DIRS))
 
 
-def bwrap_argv(bwrap: str, spec: SandboxSpec, python: str) -> list[str]:
-    """The bwrap command line for a sandbox of `spec` running the worker on `python`."""
+def bwrap_argv(bwrap: str, spec: SandboxSpec, python: str, net_dir: str | None = None) -> list[str]:
+    """The bwrap command line for a sandbox of `spec` running the worker on `python`.
+
+    With `network="loopback"`, `net_dir` is the host relay's socket directory
+    (`PortRelay.directory`), shown read-only at `network.MOUNT`.
+    """
     workdir = spec.workdir
     if not workdir.startswith("/") or workdir.rstrip("/") in ("", "/tmp", "/proc", "/dev"):
         raise ConfigError(
@@ -98,8 +105,10 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, python: str) -> list[str]:
         )
     size = str(disk_bytes(spec))
     argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
-    if spec.network:
+    if spec.network == "host":
         argv.append("--share-net")
+    elif spec.network == "loopback" and net_dir is None:
+        raise ConfigError("network='loopback' needs the host relay's socket directory")
     for path in _SYSTEM_DIRS:
         if os.path.islink(path):
             argv += ["--symlink", os.readlink(path), path]
@@ -114,8 +123,13 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, python: str) -> list[str]:
         argv += ["--ro-bind", path, path]
     argv += ["--dev", "/dev", "--proc", "/proc"]
     argv += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", workdir]
+    if spec.network == "loopback":
+        argv += ["--ro-bind", str(net_dir), MOUNT]
     argv += ["--chdir", workdir, "--hostname", "sandbox", "--clearenv"]
-    argv += ["--", python, "-I", "-c", worker_source()]
+    worker = [python, "-I", "-c", worker_source()]
+    if spec.network == "loopback":
+        worker = forward_argv(python, spec.ports, worker)
+    argv += ["--", *worker]
     return argv
 
 
@@ -141,11 +155,23 @@ class LocalProvider(Provider):
             logger.warning("the local provider runs on the host; image %r is ignored", spec.image)
         bwrap = self._bwrap or find_bwrap()
         python = python_for_sandbox()
-        argv = bwrap_argv(bwrap, spec, python)
         processes = int(resolve(spec.limits).processes or 0)
-        argv, cleanup = await in_pids_cgroup(
-            argv, processes + _OWN_PROCESSES, enabled=self.use_cgroup
-        )
+        relay = await PortRelay.for_spec(spec)
+        argv = bwrap_argv(bwrap, spec, python, relay.directory if relay else None)
+        own = _OWN_PROCESSES + (1 if relay else 0)  # the forwarder's relay
+        try:
+            argv, drop_cgroup = await in_pids_cgroup(argv, processes + own, enabled=self.use_cgroup)
+        except BaseException:
+            if relay is not None:
+                await relay.aclose()
+            raise
+
+        async def cleanup() -> None:
+            try:
+                await drop_cgroup()
+            finally:
+                if relay is not None:
+                    await relay.aclose()
 
         bin_dir = os.path.dirname(python)
         env = {

@@ -363,8 +363,11 @@ def parse_request(body: Any) -> ServerRequest:
                 if b.get("type") == "tool_use"
             )
             messages.append(Message.assistant("".join(text) if text else None, tool_calls=calls))
+        elif role == "system":
+            # Claude Code puts system turns between the others (reminders, agent lists).
+            messages.append(Message.system(_text(turn.get("content"), f"{where}.content")))
         else:
-            raise WireError(f"{where}.role: expected 'user' or 'assistant', got {role!r}")
+            raise WireError(f"{where}.role: expected 'user', 'assistant' or 'system', got {role!r}")
     if not messages:
         raise WireError("messages: at least one message is required")
     tools = []

@@ -410,7 +410,7 @@ def parse_request(body: Any) -> ServerRequest:
     if isinstance(stop, str):
         stop = [stop]
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    known = {"model", "messages", "tools", "stream", "stream_options", *_SAMPLING_FIELDS}
+    known = {"model", "messages", "tools", "stream", *_SAMPLING_FIELDS}
     try:
         sampling = Sampling(
             temperature=body.get("temperature"),

@@ -322,10 +322,19 @@ def parse_request(body: Any) -> ServerRequest:
     if not messages:
         raise WireError("input: at least one input item is required")
     tools = []
+    unserved: list[str] = []
     for index, raw in enumerate(as_list(body.get("tools"), "tools")):
         tool = as_object(raw, f"tools[{index}]")
         if tool.get("type") != "function":
-            raise WireError(f"tools[{index}].type: only function tools are served")
+            # Hosted tools (web_search, file_search, ...) run on the provider's side, and
+            # namespaces group tools under a call shape of their own: neither is a
+            # function a served model can call. They are left out, and named in
+            # `options["unserved_tools"]`.
+            kind = tool.get("type")
+            unserved.append(
+                f"{kind}:{tool['name']}" if isinstance(tool.get("name"), str) else str(kind)
+            )
+            continue
         spec: dict[str, Any] = {
             "name": as_str(tool.get("name"), f"tools[{index}].name", optional=False)
         }
@@ -360,6 +369,8 @@ def parse_request(body: Any) -> ServerRequest:
         "stream",
     }
     options = {k: v for k, v in body.items() if k not in known}
+    if unserved:
+        options["unserved_tools"] = unserved
     return ServerRequest(request=request, stream=bool(body.get("stream")), options=options)
 
 

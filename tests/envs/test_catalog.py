@@ -236,11 +236,3 @@ def test_the_oracle_model_serves_tasks_that_open_alike() -> None:
 
     assert asyncio.run(run()) == [1.0] * 4
 
-
-def test_the_documented_example_passes_check_env() -> None:
-    page = (DOCS / "environments.md").read_text()
-    start = page.index("```python\nimport nemo_gym as gym\n\n@gym.tool")
-    code = page[start + len("```python\n") : page.index("```\n", start + 10)]
-    scope: dict[str, Any] = {}
-    exec(compile(code, "docs/environments.md", "exec"), scope)
-    assert gym.check_env(scope["env"]).ok

@@ -1,0 +1,322 @@
+"""The built-in CLI agents: Codex CLI, Claude Code, OpenCode, mini-SWE-agent.
+
+Each is a `CLIAgent` with its adapter: the program's non-interactive command, the
+config that points it at our endpoint, and the environment that keeps it off the
+internet (no update checks, no telemetry). The programs are installed by
+`nemo_gym.harnesses.cli.programs` (pinned versions); `executable=` runs another copy.
+
+| harness | program | dialect | how it is pointed at us |
+|---|---|---|---|
+| `Codex` | `codex exec` | OpenAI Responses | `~/.codex/config.toml`: a provider with our URL |
+| `ClaudeCode` | `claude -p` | Anthropic Messages | `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` |
+| `OpenCode` | `opencode run` | OpenAI chat | `opencode.json`: an openai-compatible provider |
+| `MiniSWEAgent` | `mini` | OpenAI chat (litellm) | `model.model_kwargs.api_base` / `api_key` |
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from nemo_gym.endpoint import Dialect
+from nemo_gym.errors import ConfigError
+from nemo_gym.harnesses.cli import AgentLaunch, CLIAgent
+from nemo_gym.harnesses.cli.programs import PROGRAMS, agents_home
+
+__all__ = [
+    "ClaudeCode",
+    "ClaudeCodeAdapter",
+    "Codex",
+    "CodexAdapter",
+    "MiniSWEAgent",
+    "MiniSWEAgentAdapter",
+    "OpenCode",
+    "OpenCodeAdapter",
+]
+
+
+class _ProgramAdapter:
+    """What the built-in adapters share: finding the executable and mounting its home."""
+
+    name: str
+    program: str
+    dialect: Dialect
+
+    def __init__(self, *, executable: str | None = None, args: tuple[str, ...] = ()) -> None:
+        self.executable = executable
+        self.args = tuple(args)
+
+    def binary(self) -> str:
+        if self.executable is not None:
+            return self.executable
+        path = PROGRAMS[self.program].path()
+        if not path.exists():
+            raise ConfigError(
+                f"{self.name}: {path} is not installed; run "
+                f"`python -m nemo_gym.harnesses.cli.programs install {self.program}` "
+                "(or scripts/install-agents.sh), or pass executable="
+            )
+        return str(path)
+
+    def mounts(self) -> list[str]:
+        if self.executable is not None:
+            return [str(Path(self.executable).resolve().parent.parent)]
+        return [str(agents_home())]
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {}
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        return {}
+
+
+def _toml_string(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+class CodexAdapter(_ProgramAdapter):
+    """Codex CLI (`@openai/codex`): `codex exec`, a custom model provider on Responses.
+
+    Codex's own command sandbox is turned off (`--dangerously-bypass-approvals-and-sandbox`):
+    it needs namespaces the enclosing sandbox already took, and the enclosing sandbox is
+    the boundary.
+    """
+
+    name = "codex"
+    program = "codex"
+    dialect: Dialect = "responses"
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        config = "\n".join(
+            [
+                f"model = {_toml_string(launch.model)}",
+                'model_provider = "nemo_gym"',
+                'approval_policy = "never"',
+                'sandbox_mode = "danger-full-access"',
+                "[model_providers.nemo_gym]",
+                'name = "nemo_gym"',
+                f"base_url = {_toml_string(launch.base_url)}",
+                'env_key = "NEMO_GYM_API_KEY"',
+                'wire_api = "responses"',
+                "request_max_retries = 0",
+                "stream_max_retries = 0",
+                "",
+            ]
+        )
+        return {f"{launch.home}/.codex/config.toml": config}
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {"NEMO_GYM_API_KEY": launch.api_key, "CODEX_HOME": f"{launch.home}/.codex"}
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        return [
+            self.binary(),
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "--cd",
+            launch.workdir,
+            *self.args,
+            launch.prompt,
+        ]
+
+
+class ClaudeCodeAdapter(_ProgramAdapter):
+    """Claude Code (`@anthropic-ai/claude-code`): `claude -p`, Anthropic Messages.
+
+    `IS_SANDBOX=1` lets it skip permission prompts as uid 0 (what the sandbox's user is).
+    """
+
+    name = "claude-code"
+    program = "claude-code"
+    dialect: Dialect = "messages"
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), max_turns: int = 30
+    ) -> None:
+        super().__init__(executable=executable, args=args)
+        self.max_turns = max_turns
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        settings = {"hasCompletedOnboarding": True, "autoUpdates": False}
+        return {f"{launch.home}/.claude.json": json.dumps(settings)}
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {
+            "ANTHROPIC_BASE_URL": launch.anthropic_base_url,
+            "ANTHROPIC_API_KEY": launch.api_key,
+            "ANTHROPIC_MODEL": launch.model,
+            "ANTHROPIC_SMALL_FAST_MODEL": launch.model,
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL": launch.model,
+            "ANTHROPIC_DEFAULT_SONNET_MODEL": launch.model,
+            "ANTHROPIC_DEFAULT_OPUS_MODEL": launch.model,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "IS_SANDBOX": "1",
+        }
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        return [
+            self.binary(),
+            "-p",
+            launch.prompt,
+            "--model",
+            launch.model,
+            "--dangerously-skip-permissions",
+            "--max-turns",
+            str(self.max_turns),
+            *self.args,
+        ]
+
+
+class OpenCodeAdapter(_ProgramAdapter):
+    """OpenCode (`opencode-ai`): `opencode run`, an OpenAI-compatible provider (chat)."""
+
+    name = "opencode"
+    program = "opencode"
+    dialect: Dialect = "chat"
+
+    def config(self, launch: AgentLaunch) -> dict[str, Any]:
+        return {
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {
+                "nemo_gym": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "nemo_gym",
+                    "options": {"baseURL": launch.base_url, "apiKey": launch.api_key},
+                    "models": {launch.model: {"name": launch.model, "tool_call": True}},
+                }
+            },
+            "model": f"nemo_gym/{launch.model}",
+            "small_model": f"nemo_gym/{launch.model}",
+            "autoupdate": False,
+            "share": "disabled",
+            "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny"},
+        }
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        return {f"{launch.home}/opencode.json": json.dumps(self.config(launch), indent=1)}
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {
+            "OPENCODE_CONFIG": f"{launch.home}/opencode.json",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+            "XDG_CONFIG_HOME": f"{launch.home}/.config",
+            "XDG_DATA_HOME": f"{launch.home}/.local/share",
+            "XDG_CACHE_HOME": f"{launch.home}/.cache",
+            "XDG_STATE_HOME": f"{launch.home}/.local/state",
+        }
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        return [
+            self.binary(),
+            "run",
+            "--model",
+            f"nemo_gym/{launch.model}",
+            *self.args,
+            launch.prompt,
+        ]
+
+
+class MiniSWEAgentAdapter(_ProgramAdapter):
+    """mini-SWE-agent (PyPI `mini-swe-agent`): `mini -y`, litellm on chat completions."""
+
+    name = "mini-swe-agent"
+    program = "mini-swe-agent"
+    dialect: Dialect = "chat"
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), step_limit: int = 30
+    ) -> None:
+        super().__init__(executable=executable, args=args)
+        self.step_limit = step_limit
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {
+            "MSWEA_CONFIGURED": "true",  # skip the first-run setup prompt
+            "MSWEA_COST_TRACKING": "ignore_errors",
+            "MSWEA_CONFIG_DIR": f"{launch.home}/.config/mini-swe-agent",
+            # litellm fetches its price table from the internet unless told not to.
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_TELEMETRY": "False",
+        }
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        return [
+            self.binary(),
+            "--yolo",
+            "--exit-immediately",
+            "--model",
+            f"openai/{launch.model}",
+            "--task",
+            launch.prompt,
+            "--output",
+            f"{launch.home}/trajectory.json",
+            "--config",
+            "mini.yaml",
+            "--config",
+            f"model.model_kwargs.api_base={launch.base_url}",
+            "--config",
+            f"model.model_kwargs.api_key={launch.api_key}",
+            "--config",
+            "model.cost_tracking=ignore_errors",
+            "--config",
+            f"agent.step_limit={self.step_limit}",
+            "--config",
+            "agent.cost_limit=0",
+            *self.args,
+        ]
+
+
+class Codex(CLIAgent):
+    """Codex CLI in a sandbox against our endpoint (see `CodexAdapter`)."""
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
+        super().__init__(CodexAdapter(executable=executable, args=args), **options)
+
+
+class ClaudeCode(CLIAgent):
+    """Claude Code in a sandbox against our endpoint (see `ClaudeCodeAdapter`)."""
+
+    def __init__(
+        self,
+        *,
+        executable: str | None = None,
+        args: tuple[str, ...] = (),
+        max_turns: int = 30,
+        **options: Any,
+    ):
+        adapter = ClaudeCodeAdapter(executable=executable, args=args, max_turns=max_turns)
+        super().__init__(adapter, **options)
+
+
+class OpenCode(CLIAgent):
+    """OpenCode in a sandbox against our endpoint (see `OpenCodeAdapter`)."""
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
+        super().__init__(OpenCodeAdapter(executable=executable, args=args), **options)
+
+
+class MiniSWEAgent(CLIAgent):
+    """mini-SWE-agent in a sandbox against our endpoint (see `MiniSWEAgentAdapter`)."""
+
+    def __init__(
+        self,
+        *,
+        executable: str | None = None,
+        args: tuple[str, ...] = (),
+        step_limit: int = 30,
+        **options: Any,
+    ):
+        adapter = MiniSWEAgentAdapter(executable=executable, args=args, step_limit=step_limit)
+        super().__init__(adapter, **options)

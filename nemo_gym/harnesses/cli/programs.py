@@ -1,0 +1,125 @@
+"""Where the real agent programs live, and how they are installed from their registries.
+
+Programs go under `agents_home()` (`$NEMO_GYM_AGENTS_HOME`, else
+`~/.cache/nemo_gym/agents`): the npm ones with `npm install --prefix <home>/npm`, the
+PyPI ones in a virtual environment of their own (`<home>/<name>/venv`, built on this
+interpreter, so the `local` sandbox can run it). The sandbox shows that directory
+read-only. `python -m nemo_gym.harnesses.cli.programs install [names]` (what
+`scripts/install-agents.sh` runs) installs the pinned versions below.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from nemo_gym.errors import ConfigError
+
+__all__ = ["PROGRAMS", "Program", "agents_home", "find", "install"]
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """One agent program: its registry package, the pinned version and its executable."""
+
+    name: str
+    registry: Literal["npm", "pypi"]
+    package: str
+    version: str
+    executable: str
+
+    def root(self, home: Path | None = None) -> Path:
+        home = home or agents_home()
+        return home / "npm" if self.registry == "npm" else home / self.name / "venv"
+
+    def path(self, home: Path | None = None) -> Path:
+        """Where the executable is once installed."""
+        root = self.root(home)
+        return root / ("node_modules/.bin" if self.registry == "npm" else "bin") / self.executable
+
+
+PROGRAMS: dict[str, Program] = {
+    p.name: p
+    for p in (
+        Program("codex", "npm", "@openai/codex", "0.171.0", "codex"),
+        Program("claude-code", "npm", "@anthropic-ai/claude-code", "2.1.197", "claude"),
+        Program("opencode", "npm", "opencode-ai", "1.18.33", "opencode"),
+        Program("mini-swe-agent", "pypi", "mini-swe-agent", "2.4.6", "mini"),
+    )
+}
+
+
+def agents_home() -> Path:
+    """`$NEMO_GYM_AGENTS_HOME`, else `~/.cache/nemo_gym/agents`."""
+    value = os.environ.get("NEMO_GYM_AGENTS_HOME")
+    return Path(value) if value else Path.home() / ".cache" / "nemo_gym" / "agents"
+
+
+def _program(name: str) -> Program:
+    try:
+        return PROGRAMS[name]
+    except KeyError:
+        raise ConfigError(f"unknown agent program {name!r}; known: {', '.join(PROGRAMS)}") from None
+
+
+def find(name: str) -> Path | None:
+    """The installed executable of program `name`, or None."""
+    path = _program(name).path()
+    return path if path.exists() else None
+
+
+def install(name: str, *, quiet: bool = True) -> Path:
+    """Install program `name` (its pinned version) under `agents_home()`; its executable."""
+    program = _program(name)
+    home = agents_home()
+    if program.registry == "npm":
+        root = program.root(home)
+        root.mkdir(parents=True, exist_ok=True)
+        command = [
+            "npm",
+            "install",
+            "--no-fund",
+            "--no-audit",
+            "--prefix",
+            str(root),
+            f"{program.package}@{program.version}",
+        ]
+        if quiet:
+            command.append("--silent")
+    else:
+        venv = program.root(home)
+        if not (venv / "bin" / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        command = [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            f"{program.package}=={program.version}",
+        ]
+        if quiet:
+            command.append("-q")
+    subprocess.run(command, check=True)
+    path = program.path(home)
+    if not path.exists():
+        raise ConfigError(f"installing {program.package} left no {path}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "install":
+        print("usage: python -m nemo_gym.harnesses.cli.programs install [name ...]")
+        print(f"programs: {', '.join(PROGRAMS)}; home: {agents_home()}")
+        return 2
+    for name in args[1:] or list(PROGRAMS):
+        print(f"{name}: {install(name)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

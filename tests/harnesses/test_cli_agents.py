@@ -1,0 +1,265 @@
+"""CLI coding agents: the real programs, in a `local` sandbox, against a scripted policy.
+
+The programs (Codex CLI, Claude Code, OpenCode from npm; mini-SWE-agent from PyPI) are
+installed by `scripts/install-agents.sh` (CI runs it); a test whose program is missing
+skips, naming the command. Each drives the program through one small coding task
+(agent_policy.py) and checks the verification (the original test passes in the
+agent's workdir) and the capture (every model call on the rollout, with the policy's
+token ids, although the program only ever saw text).
+
+Without the programs, their adapters are still checked against a recording of each
+program's real requests (recorded/*.json.gz: its first and last request of this task).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_policy import FINAL, STEPS, FixTheTest, policy, shell_tool
+
+import nemo_gym as gym
+from nemo_gym.harnesses.cli import CLIAgent, CommandAdapter
+from nemo_gym.harnesses.cli.adapters import ClaudeCode, Codex, MiniSWEAgent, OpenCode
+from nemo_gym.harnesses.cli.programs import find
+from nemo_gym.models import ScriptedModel
+from nemo_gym.sandbox.local import unavailable_reason
+from nemo_gym.wire import anthropic, openai_chat, openai_responses
+
+RECORDED = Path(__file__).parent / "recorded"
+HARNESSES = {
+    "codex": Codex,
+    "claude-code": ClaudeCode,
+    "opencode": OpenCode,
+    "mini-swe-agent": MiniSWEAgent,
+}
+PARSERS = {
+    "codex": openai_responses.parse_request,
+    "claude-code": anthropic.parse_request,
+    "opencode": openai_chat.parse_request,
+    "mini-swe-agent": openai_chat.parse_request,
+}
+needs_local = pytest.mark.skipif(
+    unavailable_reason() is not None, reason=f"local sandbox: {unavailable_reason()}"
+)
+
+
+def _installed(name: str) -> None:
+    if find(name) is None:
+        pytest.skip(
+            f"{name} is not installed: bash scripts/install-agents.sh "
+            f"(python -m nemo_gym.harnesses.cli.programs install {name})"
+        )
+
+
+async def _run(harness: CLIAgent) -> tuple[gym.Rollout, ScriptedModel]:
+    env = FixTheTest()
+    model = ScriptedModel(policy)
+    try:
+        rollout = await gym.rollout(env, model, env.tasks()[0], harness=harness)
+    finally:
+        await harness.aclose()
+    return rollout, model
+
+
+@needs_local
+@pytest.mark.parametrize("name", list(HARNESSES))
+async def test_real_agent_fixes_the_test_and_every_call_is_captured(name: str) -> None:
+    _installed(name)
+    rollout, model = await _run(HARNESSES[name](timeout=240))
+    assert rollout.ok, rollout.failure
+    assert rollout.reward == 1.0, rollout.trajectory.final_state
+    state = rollout.trajectory.final_state
+    assert state["files"]["calc.py"] == "def add(a, b):\n    return a + b\n"
+    calls = rollout.trajectory.model_calls
+    assert len(calls) == len(model.requests) >= len(STEPS)
+    agent_calls = [c for c in calls if shell_tool(c.request) is not None]
+    # mini-SWE-agent stops at the completion command; the others reply once more
+    assert len(agent_calls) in (len(STEPS), len(STEPS) + 1)
+    for step, call in enumerate(agent_calls):
+        # the exact ids the policy returned, kept although the program saw only text
+        assert call.response.completion_token_ids == [1000 + step, 7, 7]
+        assert call.response.prompt_token_ids == [10, step]
+        tool_results = [m for m in call.request.messages if m.role == "tool"]
+        assert len(tool_results) == step
+    # the test's output went back to the model through the program
+    second_result = [m for m in agent_calls[2].request.messages if m.role == "tool"][1]
+    assert "ok" in (second_result.content or "")
+    # the trajectory is the program's last conversation
+    assert rollout.messages[-1] == calls[-1].response.message
+    if name != "mini-swe-agent":
+        assert rollout.trajectory.final_text == FINAL
+
+
+# A program written for the test: the "any CLI agent" path needs no install. It is a
+# stdlib chat-completions agent that runs the model's `bash` calls.
+TINY_AGENT = r"""
+import json, os, subprocess, sys, urllib.request
+base, key, model, task = sys.argv[1:5]
+tools = [{"type": "function", "function": {"name": "bash", "parameters": {
+    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
+messages = [{"role": "system", "content": "You are tiny."}, {"role": "user", "content": task}]
+for _ in range(10):
+    body = json.dumps({"model": model, "messages": messages, "tools": tools}).encode()
+    request = urllib.request.Request(base + "/chat/completions", body, {
+        "content-type": "application/json", "authorization": "Bearer " + key})
+    reply = json.load(urllib.request.urlopen(request, timeout=60))["choices"][0]["message"]
+    messages.append(reply)
+    if not reply.get("tool_calls"):
+        print(reply["content"]); break
+    for call in reply["tool_calls"]:
+        command = json.loads(call["function"]["arguments"])["command"]
+        out = subprocess.run(command, shell=True, capture_output=True, text=True)
+        messages.append(
+            {"role": "tool", "tool_call_id": call["id"], "content": out.stdout + out.stderr})
+"""
+
+
+def tiny(**options: Any) -> CLIAgent:
+    adapter = CommandAdapter(
+        name="tiny",
+        dialect="chat",
+        command=["python3", "{home}/agent.py", "{base_url}", "{api_key}", "{model}", "{prompt}"],
+        files={"{home}/agent.py": TINY_AGENT.replace("{", "{{").replace("}", "}}")},
+    )
+    return CLIAgent(adapter, **options)
+
+
+@needs_local
+async def test_any_cli_agent_through_a_command_adapter() -> None:
+    rollout, _ = await _run(tiny())
+    assert rollout.ok, rollout.failure
+    assert rollout.reward == 1.0
+    calls = rollout.trajectory.model_calls
+    assert len(calls) == len(STEPS) + 1
+    assert [c.response.completion_token_ids[0] for c in calls] == [1000, 1001, 1002, 1003]
+    assert [m.role for m in rollout.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert rollout.trajectory.final_text == FINAL
+
+
+@needs_local
+async def test_the_process_provider_runs_the_same_agent_unisolated() -> None:
+    rollout, _ = await _run(tiny(provider="process"))
+    assert rollout.ok and rollout.reward == 1.0, rollout.failure
+
+
+@needs_local
+async def test_a_model_failure_stops_the_program_and_fails_the_rollout() -> None:
+    def broken(request: gym.ModelRequest) -> gym.ModelResponse:
+        if sum(m.role == "tool" for m in request.messages) == 1:
+            raise gym.errors.ModelError("policy server lost", code="model")
+        return policy(request)
+
+    env = FixTheTest()
+    harness = tiny(timeout=120)
+    rollout = await gym.rollout(env, ScriptedModel(broken), env.tasks()[0], harness=harness)
+    await harness.aclose()
+    assert rollout.failure is not None
+    assert (rollout.failure.kind, rollout.failure.code) == ("model", "model")
+    assert "policy server lost" in rollout.failure.message
+    assert len(rollout.trajectory.model_calls) == 2 and rollout.trajectory.model_calls[1].error
+
+
+@needs_local
+async def test_exit_status_and_timeout_are_failures_with_their_kind() -> None:
+    failing = CLIAgent(
+        CommandAdapter(name="false", command=["sh", "-c", "echo broken >&2; exit 3"])
+    )
+    rollout, _ = await _run(failing)
+    assert (rollout.failure.kind, rollout.failure.code) == ("harness", "agent_exit")
+    assert "status 3" in rollout.failure.message and "broken" in rollout.failure.message
+    slow = CLIAgent(CommandAdapter(name="slow", command=["sleep", "30"]), timeout=1)
+    rollout, _ = await _run(slow)
+    assert (rollout.failure.kind, rollout.failure.code) == ("timeout", "agent_timeout")
+
+
+@needs_local
+async def test_the_program_reaches_only_the_endpoint() -> None:
+    import asyncio
+
+    seen = 0
+
+    async def other(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal seen
+        seen += 1
+        writer.close()
+
+    server = await asyncio.start_server(other, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    probe = (
+        "import socket\n"
+        f"try:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3); print('reached')\n"
+        "except OSError as e:\n    print('refused', e)\n"
+    )
+    adapter = CommandAdapter(
+        name="probe",
+        command=["python3", "-c", probe.replace("{", "{{").replace("}", "}}")],
+    )
+    harness = CLIAgent(adapter, fail_on_exit=True)
+    env = FixTheTest()
+    rollout = await gym.rollout(env, ScriptedModel([]), env.tasks()[0], harness=harness)
+    await harness.aclose()
+    server.close()
+    await server.wait_closed()
+    assert rollout.ok and seen == 0
+
+
+def test_a_command_adapter_survives_its_spec() -> None:
+    harness = tiny(timeout=30)
+    spec = harness.to_spec()
+    assert spec.rebuildable and spec.options["adapter"]["name"] == "tiny"
+    rebuilt = gym.registry.build(spec)
+    assert isinstance(rebuilt, CLIAgent) and rebuilt.adapter.name == "tiny"
+    with pytest.raises(gym.errors.ConfigError, match="placeholders"):
+        CommandAdapter(name="x", command=["{nope}"]).command_for(_launch())
+
+
+def _launch() -> Any:
+    from nemo_gym.harnesses.cli import AgentLaunch
+
+    return AgentLaunch(
+        prompt="p",
+        model="m",
+        base_url="http://127.0.0.1:1/r/t/v1",
+        anthropic_base_url="http://127.0.0.1:1/r/t",
+        api_key="t",
+        workdir="/work",
+    )
+
+
+@pytest.mark.parametrize("name", list(HARNESSES))
+def test_adapters_point_the_program_at_the_endpoint(name: str) -> None:
+    adapter = HARNESSES[name](executable="/opt/x/bin/prog").adapter
+    launch = _launch()
+    text = json.dumps([adapter.command(launch), adapter.files(launch), adapter.env(launch)])
+    base = launch.anthropic_base_url if adapter.dialect == "messages" else launch.base_url
+    assert base in text and launch.api_key in text and "p" in adapter.command(launch)
+    assert adapter.mounts() == ["/opt/x"]
+
+
+@pytest.mark.parametrize("name", list(HARNESSES))
+def test_recorded_real_requests_parse_into_the_request_the_policy_sees(name: str) -> None:
+    with gzip.open(RECORDED / f"{name}.json.gz", "rt") as f:
+        recorded = json.load(f)
+    parse = PARSERS[name]
+    first = parse(recorded["first"]).request
+    last = parse(recorded["last"]).request
+    assert shell_tool(first) is not None, [t.name for t in first.tools]
+    assert any(m.role == "user" and "test_calc.py" in (m.content or "") for m in first.messages)
+    results = [m for m in last.messages if m.role == "tool"]
+    assert len(results) >= 2 and all(m.tool_call_id for m in results)
+    calls = [c for m in last.messages if m.role == "assistant" for c in m.tool_calls]
+    assert [c.id for c in calls][: len(results)] == [m.tool_call_id for m in results]
