@@ -235,4 +235,3 @@ def test_the_oracle_model_serves_tasks_that_open_alike() -> None:
         return [(await gym.rollout(env, model, task)).reward for task in tasks]
 
     assert asyncio.run(run()) == [1.0] * 4
-
