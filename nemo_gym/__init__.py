@@ -6,7 +6,8 @@ import importlib
 from typing import Any
 
 from nemo_gym import errors, harnesses, lifecycle, models, registry
-from nemo_gym.catalog import EnvInfo, env_info, list_envs, make, register
+from nemo_gym.catalog import EnvInfo, add_search_dir, env_info, list_envs, make, register
+from nemo_gym.checker import CheckReport, EnvCheckError, acheck_env, check_env
 from nemo_gym.collect import (
     Part,
     RunResult,
@@ -71,7 +72,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BasicEpisode",
+    "CheckReport",
     "Env",
+    "EnvCheckError",
     "EnvInfo",
     "Environment",
     "Episode",
@@ -106,8 +109,11 @@ __all__ = [
     "Trajectory",
     "Usage",
     "Verifier",
+    "acheck_env",
+    "add_search_dir",
     "aggregate",
     "as_verifier",
+    "check_env",
     "collect",
     "compute_metrics",
     "derive_seed",

@@ -1,14 +1,18 @@
 """The environment catalog, the front door of the registry: `make("arithmetic", seed=3)`.
 
 Environments are one kind in `nemo_gym.registry` (built-ins by import path, run-time
-`register`, plugins in the entry-point group `nemo_gym.envs`), resolved by its one
-precedence rule. `list_envs()` describes each with an `EnvInfo`, read from what the
-environment class declares (`domain`, `description`, ...) or what `register` was told.
+`register`, one-file environments in local folders, plugins in the entry-point group
+`nemo_gym.envs`), resolved by its one precedence rule. `make("name@2")` builds one
+version; a bare name is the latest. `list_envs()` describes each with an `EnvInfo`,
+read from what the environment class declares (`domain`, `verification`, `source`,
+`license`, `requires`, `splits`, the first docstring line) or what `register` was told.
+`catalog_markdown()` renders them as the catalog page (docs/catalog.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -18,7 +22,15 @@ from nemo_gym.errors import ConfigError
 from nemo_gym.protocols import Environment
 from nemo_gym.registry import Spec
 
-__all__ = ["EnvInfo", "env_info", "list_envs", "make", "register"]
+__all__ = [
+    "EnvInfo",
+    "add_search_dir",
+    "catalog_markdown",
+    "env_info",
+    "list_envs",
+    "make",
+    "register",
+]
 
 EnvFactory = Callable[..., Environment]
 
@@ -36,10 +48,30 @@ class EnvInfo(BaseModel):
     source: str = ""
     license: str = ""
     requires: tuple[str, ...] = ()
+    splits: tuple[str, ...] = ()
     origin: str = "builtin"
 
+    @property
+    def id(self) -> str:
+        """`name@version` (the bare name when unversioned)."""
+        return self.name if self.version is None else f"{self.name}@{self.version}"
 
-_INFO_FIELDS = ("domain", "verification", "description", "source", "license", "requires")
+
+_INFO_FIELDS = (
+    "domain",
+    "verification",
+    "description",
+    "source",
+    "license",
+    "requires",
+    "splits",
+)
+_TUPLES = ("requires", "splits")
+
+
+def add_search_dir(path: str | os.PathLike[str]) -> None:
+    """Also find one-file environments (`<name>.py`) in `path` (see `nemo_gym.registry`)."""
+    registry.add_search_dir(path)
 
 
 def register(
@@ -83,10 +115,10 @@ def env_info(name: str) -> EnvInfo:
     for field in _INFO_FIELDS:
         value = getattr(factory, field, None)
         if isinstance(value, str | tuple | list) and value:
-            declared[field] = tuple(value) if field == "requires" else value
+            declared[field] = tuple(value) if field in _TUPLES else value
     if not declared.get("description") and factory is not None and factory.__doc__:
-        declared["description"] = factory.__doc__.strip().splitlines()[0]
-    declared.update(entry.info)
+        declared["description"] = _summary(factory.__doc__)
+    declared.update({k: tuple(v) if k in _TUPLES else v for k, v in entry.info.items()})
     version = entry.version or getattr(factory, "version", None)
     return EnvInfo(
         name=entry.name,
@@ -96,8 +128,57 @@ def env_info(name: str) -> EnvInfo:
     )
 
 
-def list_envs(domain: str | None = None) -> list[EnvInfo]:
-    """Every environment `make` knows (built-ins, registered, plugins), by name;
-    `domain` keeps one domain."""
+def _summary(doc: str) -> str:
+    """The docstring's first sentence (its first paragraph, when that is short)."""
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    if len(paragraph) <= 160:
+        return paragraph
+    end = paragraph.find(". ")
+    return paragraph[: end + 1] if 0 < end < 300 else paragraph[:157] + "..."
+
+
+def list_envs(
+    domain: str | None = None, *, search_dirs: Iterable[str | os.PathLike[str]] = ()
+) -> list[EnvInfo]:
+    """Every environment `make` knows (built-ins, registered, local folders, plugins), by
+    name; `domain` keeps one domain; `search_dirs` are added first (`add_search_dir`)."""
+    for folder in search_dirs:
+        registry.add_search_dir(folder)
     infos = [env_info(name) for name in registry.names("env")]
     return [info for info in infos if domain is None or info.domain == domain]
+
+
+def catalog_markdown(infos: Iterable[EnvInfo] | None = None) -> str:
+    """The catalog page: one table per domain, generated from the registry."""
+    infos = list(infos if infos is not None else list_envs())
+    domains = sorted({i.domain for i in infos})
+    lines = [
+        "# Environment catalog",
+        "",
+        "<!-- Generated from the registry by `gym list --markdown > docs/catalog.md`;",
+        "     tests/envs/test_catalog.py fails when this page and the registry disagree. -->",
+        "",
+        f"{len(infos)} environments in {len(domains)} domains. `gym list` prints the same; "
+        "`gym.make(name)` builds one, `gym.make('name@version')` one version. "
+        "*Needs* names what an environment requires beyond the core install.",
+        "",
+    ]
+    for domain in domains:
+        lines += [
+            f"## {domain}",
+            "",
+            "| id | what | verified by | data | licence | needs |",
+            "|---|---|---|---|---|---|",
+        ]
+        for info in (i for i in infos if i.domain == domain):
+            cells = [
+                f"`{info.id}`",
+                info.description,
+                info.verification,
+                info.source,
+                info.license,
+                ", ".join(info.requires) or "-",
+            ]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("")
+    return "\n".join(lines)

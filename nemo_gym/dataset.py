@@ -147,10 +147,12 @@ def source_rows(
     *,
     split: str | None = None,
     config: str | None = None,
+    **load_options: Any,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """(where, row) for each row of a dataset: a JSONL, JSON, CSV or Parquet file, a
     directory written by `datasets.save_to_disk`, or a Hugging Face Hub dataset id
-    (`datasets.load_dataset(source, config, split=...)`, split default "test")."""
+    (`datasets.load_dataset(source, config, split=..., **load_options)`, split default
+    "test")."""
     path = Path(source)
     if path.is_file():
         suffix = path.suffix.lower()
@@ -171,7 +173,7 @@ def source_rows(
         loaded = datasets.load_from_disk(str(path))
         yield from _hf_rows(str(path), _pick_split(str(path), loaded, split))
     else:
-        yield from _hf_rows(str(source), _load_hf(str(source), config, split))
+        yield from _hf_rows(str(source), _load_hf(str(source), config, split, **load_options))
 
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:

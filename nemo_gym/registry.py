@@ -4,7 +4,12 @@ Five kinds are registered: environments (`env`), models (`model`), harnesses
 (`harness`), verifiers (`verifier`) and sandbox providers (`sandbox`). A name resolves
 by one rule, the same for every kind:
 
-    registered at run time  >  built in  >  entry point (plugin)
+    registered at run time  >  built in  >  local folder (envs)  >  entry point (plugin)
+
+Local folders hold one-file environments: `<dir>/<name>.py` defines the environment
+`name` (a factory called `environment`, or the `Env` subclass whose `name` is the
+file's). They are searched in the order given by `add_search_dir` and then the
+`NEMO_GYM_ENV_PATH` environment variable (`os.pathsep`-separated).
 
 Registering over a built-in name needs `replace=True`; a plugin never shadows a
 built-in. A name may carry a version, `name@2`; a bare name resolves to the highest
@@ -24,12 +29,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import inspect
+import os
 import re
+import sys
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,15 +46,18 @@ from nemo_gym.errors import ConfigError
 
 __all__ = [
     "ENTRY_POINT_GROUPS",
+    "SEARCH_PATH_VARIABLE",
     "Described",
     "Entry",
     "Kind",
     "Spec",
+    "add_search_dir",
     "build",
     "entries",
     "lookup",
     "names",
     "register",
+    "search_dirs",
     "spec_of",
     "unregister",
 ]
@@ -66,11 +77,53 @@ ENTRY_POINT_GROUPS: dict[Kind, str] = {
 # Built-ins by import path: nothing is imported until it is asked for.
 _BUILTINS: dict[Kind, dict[str, str]] = {
     "env": {
-        "arithmetic": "nemo_gym.envs.arithmetic:Arithmetic",
-        "arithmetic_small": "nemo_gym.envs.arithmetic:ArithmeticSmall",
-        "bank": "nemo_gym.envs.bank:Bank",
-        "guess_number": "nemo_gym.envs.guess_number:GuessNumber",
-        "code": "nemo_gym.envs.code:CodeEnv",
+        "arithmetic": "nemo_gym.envs.math.arithmetic:Arithmetic",
+        "arithmetic_small": "nemo_gym.envs.math.arithmetic:ArithmeticSmall",
+        "algebra": "nemo_gym.envs.math.algebra:Algebra",
+        "gsm8k": "nemo_gym.envs.math.gsm8k:GSM8K",
+        "math": "nemo_gym.envs.math.math_dataset:MATHEnv",
+        "aime": "nemo_gym.envs.math.aime:AIME",
+        "polymath": "nemo_gym.envs.math.polymath:PolyMath",
+        "mmlu": "nemo_gym.envs.knowledge.mmlu:MMLU",
+        "mmlu_pro": "nemo_gym.envs.knowledge.mmlu_pro:MMLUPro",
+        "gpqa": "nemo_gym.envs.knowledge.gpqa:GPQA",
+        "mcqa": "nemo_gym.envs.knowledge.mcqa:MCQA",
+        "hotpotqa": "nemo_gym.envs.knowledge.hotpotqa:HotpotQA",
+        "short_answer": "nemo_gym.envs.knowledge.short_answer:ShortAnswerQA",
+        "answer_equivalence": "nemo_gym.envs.knowledge.answer_equivalence:AnswerEquivalence",
+        "over_refusal": "nemo_gym.envs.safety.over_refusal:OverRefusal",
+        "jailbreak": "nemo_gym.envs.safety.jailbreak:Jailbreak",
+        "bank": "nemo_gym.envs.tools.bank:Bank",
+        "function_calling": "nemo_gym.envs.tools.function_calling:FunctionCalling",
+        "tool_multireward": "nemo_gym.envs.tools.tool_multireward:ToolMultiReward",
+        "tool_chain": "nemo_gym.envs.tools.tool_chain:ToolChain",
+        "retail": "nemo_gym.envs.agents.retail:Retail",
+        "airline": "nemo_gym.envs.agents.airline:Airline",
+        "calendar": "nemo_gym.envs.agents.calendar:Calendar",
+        "text_to_sql": "nemo_gym.envs.sql.text_to_sql:TextToSQL",
+        "niah": "nemo_gym.envs.long_context.niah:NIAH",
+        "variable_tracking": "nemo_gym.envs.long_context.variable_tracking:VariableTracking",
+        "multikey_retrieval": "nemo_gym.envs.long_context.multikey_retrieval:MultiKeyRetrieval",
+        "graphwalks": "nemo_gym.envs.long_context.graphwalks:GraphWalks",
+        "mrcr": "nemo_gym.envs.long_context.mrcr:MRCR",
+        "translation": "nemo_gym.envs.translation.translation:Translation",
+        "reasoning_gym": "nemo_gym.envs.reasoning.reasoning_gym:ReasoningGym",
+        "arc_agi": "nemo_gym.envs.reasoning.arc_agi:ARCAGI",
+        "spartqa": "nemo_gym.envs.reasoning.spartqa:SpartQA",
+        "guess_number": "nemo_gym.envs.games.guess_number:GuessNumber",
+        "wordle": "nemo_gym.envs.games.wordle:Wordle",
+        "blackjack": "nemo_gym.envs.games.blackjack:Blackjack",
+        "sokoban": "nemo_gym.envs.games.sokoban:Sokoban",
+        "tetris": "nemo_gym.envs.games.tetris:Tetris",
+        "code": "nemo_gym.envs.code.programs:CodeEnv",
+        "humaneval": "nemo_gym.envs.code.humaneval:HumanEval",
+        "mbpp": "nemo_gym.envs.code.mbpp:MBPP",
+        "livecodebench": "nemo_gym.envs.code.livecodebench:LiveCodeBench",
+        "ifeval": "nemo_gym.envs.instructions.ifeval:IFEval",
+        "ifbench": "nemo_gym.envs.instructions.ifbench:IFBench",
+        "json_schema": "nemo_gym.envs.structured.json_schema:JSONSchemaEnv",
+        "formats": "nemo_gym.envs.structured.formats:Formats",
+        "line_format": "nemo_gym.envs.structured.line_format:LineFormat",
     },
     "model": {
         "local": "nemo_gym.models.local:Local",
@@ -114,6 +167,12 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "spbleu": "nemo_gym.verify.translation:SpBLEU",
         "sql": "nemo_gym.verify.sql:SQLVerifier",
         "code": "nemo_gym.verify.code:CodeVerifier",
+        "short_answer": "nemo_gym.verify.short_answer:ShortAnswer",
+        "label": "nemo_gym.verify.labels:LabelMatch",
+        "document": "nemo_gym.verify.formats:DocumentVerifier",
+        "reference_match": "nemo_gym.verify.long_context:ReferenceMatch",
+        "node_set_f1": "nemo_gym.verify.long_context:NodeSetF1",
+        "sequence_ratio": "nemo_gym.verify.long_context:SequenceRatio",
     },
     "sandbox": {
         "local": "nemo_gym.sandbox.local:LocalProvider",
@@ -123,7 +182,13 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
     },
 }
 
-Source = Literal["registered", "builtin", "plugin"]
+Source = Literal["registered", "builtin", "local", "plugin"]
+
+# Built-in families: `prefix<member>` names, each built by `factory(member)(**options)`
+# (`reasoning_gym/leg_counting`). They resolve as built-ins and are not listed one by one.
+_FAMILIES: dict[Kind, dict[str, str]] = {
+    "env": {"reasoning_gym/": "nemo_gym.envs.reasoning.reasoning_gym:for_dataset"},
+}
 Factory = Callable[..., Any]
 
 
@@ -316,6 +381,71 @@ def refresh_plugins() -> None:
     _plugin_map.cache_clear()
 
 
+SEARCH_PATH_VARIABLE = "NEMO_GYM_ENV_PATH"
+_search_dirs: list[Path] = []
+
+
+def add_search_dir(path: str | os.PathLike[str]) -> None:
+    """Search `path` for one-file environments (`<name>.py`), before NEMO_GYM_ENV_PATH."""
+    folder = Path(path).expanduser().resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"environment search folder {str(path)!r} is not a folder")
+    if folder not in _search_dirs:
+        _search_dirs.append(folder)
+
+
+def search_dirs() -> list[Path]:
+    """The folders searched for local environments, in order."""
+    found = list(_search_dirs)
+    for part in os.environ.get(SEARCH_PATH_VARIABLE, "").split(os.pathsep):
+        folder = Path(part).expanduser().resolve() if part.strip() else None
+        if folder is not None and folder.is_dir() and folder not in found:
+            found.append(folder)
+    return found
+
+
+def _local_names() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder in search_dirs():
+        for file in sorted(folder.glob("*.py")):
+            if not file.stem.startswith("_") and _NAME.match(file.stem):
+                found.setdefault(file.stem, file)
+    return found
+
+
+def _load_local(name: str, file: Path) -> Factory:
+    module_name = f"nemo_gym_local_envs.{name}"
+    module = sys.modules.get(module_name)
+    if module is None or getattr(module, "__file__", None) != str(file):
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        if spec is None or spec.loader is None:
+            raise ConfigError(f"{file}: cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            del sys.modules[module_name]
+            raise ConfigError(f"{file}: importing it raised {type(exc).__name__}: {exc}") from exc
+    factory = getattr(module, "environment", None)
+    if callable(factory):
+        return factory
+    classes = [
+        value
+        for value in vars(module).values()
+        if inspect.isclass(value)
+        and value.__module__ == module_name
+        and getattr(value, "name", None) == name
+        and callable(getattr(value, "tasks", None))
+    ]
+    if len(classes) != 1:
+        raise ConfigError(
+            f"{file}: define a factory called `environment`, or one environment class "
+            f"whose `name` is {name!r} (found {len(classes)})"
+        )
+    return classes[0]
+
+
 def _candidates(kind: Kind, name: str) -> list[Entry]:
     """Every entry under `name`, by the precedence rule (first source that has it)."""
     registered = _registered[kind].get(name)
@@ -328,6 +458,13 @@ def _candidates(kind: Kind, name: str) -> list[Entry]:
     ]
     if builtins:
         return builtins
+    for prefix, target in _FAMILIES.get(kind, {}).items():
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return [Entry(kind, name, _import(target)(name[len(prefix) :]), "builtin")]
+    if kind == "env":
+        file = _local_names().get(name)
+        if file is not None:
+            return [Entry(kind, name, _load_local(name, file), "local")]
     plugin = _plugin_map(kind).get(name)
     if plugin is not None:
         return [Entry(kind, name, plugin.value, "plugin")]
@@ -346,11 +483,27 @@ def lookup(kind: Kind, name: str) -> Entry:
         raise ConfigError(f"no {LABELS[kind]} named {base!r}; known: {known}")
     if version is not None:
         exact = [e for e in found if e.version == version]
+        if not exact:  # an unversioned entry whose class declares the version asked for
+            exact = [e for e in found if e.version is None and _declared_version(e) == version]
         if not exact:
-            have = ", ".join(e.id for e in found)
+            have = ", ".join(
+                e.id if e.version else f"{e.name}@{_declared_version(e)}" for e in found
+            )
             raise ConfigError(f"{kind} {base!r} has no version {version!r}; have: {have}")
         return exact[0]
     return max(found, key=lambda e: _version_key(e.version))
+
+
+def _declared_version(entry: Entry) -> str | None:
+    try:
+        declared = getattr(entry.load(), "version", None)
+    except ConfigError:
+        return None
+    return (
+        str(declared)
+        if isinstance(declared, str | int) and not isinstance(declared, bool)
+        else None
+    )
 
 
 def names(kind: Kind) -> list[str]:
@@ -358,6 +511,8 @@ def names(kind: Kind) -> list[str]:
     kind = _check_kind(kind)
     found = {key.partition("@")[0] for key in _BUILTINS[kind]}
     found.update(_registered[kind])
+    if kind == "env":
+        found.update(_local_names())
     found.update(_plugin_map(kind))
     return sorted(found)
 

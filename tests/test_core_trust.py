@@ -107,7 +107,7 @@ async def test_run_json_and_every_row_carry_the_specs_and_never_a_secret(tmp_pat
         "name": "arithmetic",
         "version": manifest["spec"]["env"]["version"],
         "options": {"seed": 3, "size": 5},
-        "target": "nemo_gym.envs.arithmetic:Arithmetic",
+        "target": "nemo_gym.envs.math.arithmetic:Arithmetic",
     }
     assert manifest["spec"]["harness"]["name"] == "single_turn"
     assert "0x" not in json.dumps(manifest)

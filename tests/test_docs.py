@@ -18,8 +18,9 @@ def python_blocks(name: str) -> list[str]:
 
 async def test_environments_page_example_runs() -> None:
     namespace: dict = {}
-    exec(python_blocks("environments.md")[0], namespace)
+    exec(next(b for b in python_blocks("environments.md") if "class Cities" in b), namespace)
     env = namespace["env"]
+    assert gym.check_env(env).ok
     call = gym.Message.assistant(
         tool_calls=(gym.ToolCall(id="1", name="lookup", arguments='{"city": "Paris"}'),)
     )

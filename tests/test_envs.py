@@ -127,7 +127,7 @@ async def test_bank_tools_refuse_overdrafts_and_unknown_accounts() -> None:
 
 
 async def test_guess_number_reads_a_guess_through_the_extractor() -> None:
-    from nemo_gym.envs.guess_number import GuessEpisode
+    from nemo_gym.envs.games.guess_number import GuessEpisode
 
     episode = GuessEpisode(secret=37, max_guesses=5)
     assert (await episode.step("<think>maybe 12?</think> My guess is 50.")).observation == "Lower."

@@ -336,12 +336,20 @@ def _eval_run(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from nemo_gym.catalog import list_envs
+    from nemo_gym.catalog import catalog_markdown, list_envs
 
-    infos = list_envs(domain=args.domain)
+    infos = list_envs(domain=args.domain, search_dirs=args.search_dir)
+    if args.markdown:
+        print(catalog_markdown(infos), end="")
+        return 0
     width = max((len(info.name) for info in infos), default=4)
+    domain_width = max((len(info.domain) for info in infos), default=6)
     for info in infos:
-        print(f"{info.name:<{width}}  {info.domain:<12}  {info.description}")
+        version = f"v{info.version}" if info.version else "-"
+        name, domain = f"{info.name:<{width}}", f"{info.domain:<{domain_width}}"
+        print(f"{name}  {version:<3}  {domain}  {info.description}")
+    domains = sorted({info.domain for info in infos})
+    print(f"{len(infos)} environments in {len(domains)} domains: {', '.join(domains)}")
     return 0
 
 
@@ -493,6 +501,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list", help="list environments")
     listing.add_argument("--domain", help="only this domain (math, tools, code, ...)")
+    listing.add_argument(
+        "--search-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also list one-file environments (NAME.py) in DIR (as NEMO_GYM_ENV_PATH does)",
+    )
+    listing.add_argument(
+        "--markdown", action="store_true", help="print the catalog page (docs/catalog.md)"
+    )
     listing.set_defaults(func=_list)
 
     found = commands.add_parser(

@@ -2,17 +2,30 @@
 
 Neither is required (the protocols are structural), but most environments are a
 subclass of `Env` that overrides `tasks()` and, for tools or state, `open()`.
+
+An environment says what it is in class attributes (`name`, `version`, `domain`,
+`verification`, `source`, `license`, `requires`; the first docstring line is its
+description), which `gym list` and the catalog page read, and how to solve a task:
+`oracle(task)` returns the assistant turns that earn `oracle_reward(task)` (its gold
+answer, written the way the prompt asks), `wrong(task)` turns that must earn less.
+`gym.check_env` and the tests replay both through the real harness and verifier.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from nemo_gym.protocols import Harness, Sandbox, Verifier, VerifyFunction, as_verifier
 from nemo_gym.records import Message, Task
 from nemo_gym.registry import Described
 from nemo_gym.tools import Tool
+
+Turns = list[Message]
+"""Scripted assistant turns, served in order to the harness (one per model call)."""
+
+_E = TypeVar("_E", bound="Env")
 
 
 class BasicEpisode:
@@ -78,6 +91,13 @@ class Env(Described):
     name: str = "env"
     version: str | None = None
     harness: Harness | None = None
+    domain: ClassVar[str] = "other"
+    verification: ClassVar[str] = ""
+    source: ClassVar[str] = ""
+    license: ClassVar[str] = ""
+    requires: ClassVar[tuple[str, ...]] = ()
+    splits: ClassVar[tuple[str, ...]] = ("test",)
+    max_reward: ClassVar[float] = 1.0
 
     def __init__(
         self,
@@ -95,12 +115,55 @@ class Env(Described):
             self.harness = harness
 
     def tasks(self, split: str = "test", limit: int | None = None) -> Iterable[Task]:
-        if self._tasks is None:
+        """The given tasks (they are the "test" split); subclasses generate or load theirs."""
+        given = self.given_tasks(split, limit)
+        if given is None:
             raise NotImplementedError(f"{type(self).__name__} must implement tasks()")
-        return self._tasks[:limit] if limit is not None else self._tasks
+        return given
+
+    def given_tasks(self, split: str, limit: int | None) -> list[Task] | None:
+        """The tasks given with `with_tasks` (their split is "test"), or None."""
+        if self._tasks is None:
+            return None
+        if split != "test":
+            from nemo_gym.errors import ConfigError
+
+            raise ConfigError(
+                f"{self.name} runs given tasks: they are its 'test' split, not {split!r}"
+            )
+        return self._tasks[:limit] if limit is not None else list(self._tasks)
+
+    def with_tasks(self: _E, tasks: Iterable[Task]) -> _E:
+        """This environment (same options, verifier and spec) over `tasks` instead of its own.
+
+        What `nemo_gym.interop` uses to run another library's rows through a built-in
+        environment: the rows' tasks carry what the verifier reads.
+        """
+        from nemo_gym.registry import remember, spec_of
+
+        clone = copy.copy(self)
+        clone._tasks = list(tasks)
+        remember(clone, spec_of(self, "env"))
+        return clone
 
     async def open(self, task: Task) -> BasicEpisode:
         return BasicEpisode()
+
+    def oracle(self, task: Task) -> Turns | None:
+        """The assistant turns that solve `task`, or None when there is no oracle.
+
+        Built from the gold answer and written the way the prompt asks, so replaying
+        them through the harness and the verifier must score `oracle_reward(task)`.
+        """
+        return None
+
+    def oracle_reward(self, task: Task) -> float:
+        """What the oracle earns on `task`: `max_reward` unless the task caps it."""
+        return self.max_reward
+
+    def wrong(self, task: Task) -> Turns:
+        """Assistant turns that must score below the oracle (by default: no answer)."""
+        return [Message.assistant("I do not know.")]
 
     async def aclose(self) -> None:
         """Release what the environment holds; it stays usable (see `nemo_gym.lifecycle`)."""

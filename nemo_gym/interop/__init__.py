@@ -12,6 +12,8 @@ One module per library, each behind its own extra and imported only when used:
 - `nemo_gym.interop.verifiers` (extra `verifiers`): `VerifiersEnv`, a `verifiers`
   environment's dataset, tools and rubric.
 - `nemo_gym.interop.harbor` (no extra): `HarborEnv`, Harbor task directories.
+- `nemo_gym.interop.nemo_gym` (no extra): NeMo Gym's task rows as environments
+  (`load`, `SERVERS`) and our rollouts as its result rows (`to_rows`).
 
 The LangGraph harness patterns (reflection, orchestrator with sub-agents, parallel
 thinking, ReWOO) are in `nemo_gym.harnesses.langgraph`.

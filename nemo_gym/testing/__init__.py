@@ -24,10 +24,11 @@ if TYPE_CHECKING:
     from nemo_gym.testing import fakes as fakes
     from nemo_gym.testing import httpserver as httpserver
     from nemo_gym.testing import strategies as strategies
+    from nemo_gym.testing.oracle import OracleModel
 
-__all__ = ["make_task", "trajectory", "verify"]
+__all__ = ["OracleModel", "make_task", "trajectory", "verify"]
 
-_LAZY_MODULES = {"fakes", "httpserver", "strategies"}
+_LAZY_MODULES = {"fakes", "httpserver", "oracle", "strategies"}
 
 
 def make_task(
@@ -121,6 +122,10 @@ async def verify(
 
 
 def __getattr__(name: str) -> Any:
+    if name == "OracleModel":
+        from nemo_gym.testing.oracle import OracleModel
+
+        return OracleModel
     if name in _LAZY_MODULES:
         return importlib.import_module(f"nemo_gym.testing.{name}")
     raise AttributeError(f"module 'nemo_gym.testing' has no attribute {name!r}")

@@ -21,8 +21,8 @@ Tests live in `task.metadata`, in any of these shapes:
 - ``{"public_test_cases": ..., "private_test_cases": ...}``: LiveCodeBench (lists or
   JSON text), with ``fn_name`` from ``metadata["metadata"]["func_name"]`` if present.
 - ``{"asserts": ["assert f(1) == 2", ...]}`` (or MBPP's ``"test_list"``): Python
-  assertions run after the solution, each its own test; ``"test_setup"`` (MBPP's
-  ``"test_setup_code"``) runs before each.
+  assertions run after the solution, each its own test. ``"test_setup"`` (MBPP's
+  ``"test_setup_code"``) runs before the solution, for every kind of test.
 
 Outputs match when, split on whitespace, they have the same tokens, where two numbers
 with a decimal point or exponent may differ by `float_tolerance` (relative or absolute).
@@ -530,21 +530,23 @@ class CodeVerifier:
         groups: dict[str, list[int]] = {}
         for index, test in enumerate(suite.tests):
             groups.setdefault(test.kind, []).append(index)
+        # The setup (imports a benchmark's harness provides, MBPP's test_setup_code)
+        # runs before the solution for every kind of test.
+        source = f"{suite.setup}\n{code}" if suite.setup else code
         for kind, indices in groups.items():
             if kind == "stdin":
                 program, harness, module, inputs = (
-                    code,
+                    source,
                     None,
                     "__main__",
                     [suite.tests[i].input for i in indices],
                 )
             elif kind == "functional":
                 harness = _FUNCTION_HARNESS.format(fn=suite.fn_name, marker=marker)
-                program, module = code, "solution"
+                program, module = source, "solution"
                 inputs = [json.dumps(suite.tests[i].input) for i in indices]
             else:
-                program = f"{suite.setup}\n{code}" if suite.setup else code
-                harness, module = _ASSERT_HARNESS, "solution"
+                program, harness, module = source, _ASSERT_HARNESS, "solution"
                 inputs = [suite.tests[i].input for i in indices]
             left = deadline - time.monotonic()
             if left <= 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import nemo_gym as gym
-from nemo_gym.envs.arithmetic import verify_integer
+from nemo_gym.envs.math.arithmetic import verify_integer
 from nemo_gym.records import Message, Task, ToolCall, Trajectory
 from nemo_gym.verify.code import CodeVerifier
 from nemo_gym.verify.math import MathVerifier

@@ -12,6 +12,7 @@ language instruction is checked.
 """
 
 from nemo_gym.verify.ifeval.registry import (
+    EXTENDED_INSTRUCTIONS,
     INSTRUCTIONS,
     Instruction,
     InstructionSpec,
@@ -29,6 +30,7 @@ from nemo_gym.verify.ifeval.scoring import (
 from nemo_gym.verify.ifeval.verifier import IFEvalVerifier, ifeval_metrics, ifeval_task
 
 __all__ = [
+    "EXTENDED_INSTRUCTIONS",
     "INSTRUCTIONS",
     "IFEvalScore",
     "IFEvalVerifier",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nemo_gym.errors import VerifierError
-from nemo_gym.verify.ifeval import checkers
+from nemo_gym.verify.ifeval import checkers, extended
 from nemo_gym.verify.ifeval.text import LANGDETECT_LANGUAGES
 
 ParamKind = Literal["int", "str", "words", "relation", "letter", "language"]
@@ -156,8 +156,18 @@ _SPECS = (
     _spec("punctuation:no_comma", checkers.punctuation_no_comma),
 )
 
+_EXTENDED = tuple(
+    _spec(id, check, *(Param(name, kind, minimum) for name, kind, minimum in params))  # type: ignore[arg-type]
+    for id, check, params in extended.EXTENDED
+)
+
 INSTRUCTIONS: Mapping[str, InstructionSpec] = {spec.id: spec for spec in _SPECS}
-"""Every supported instruction id (IFEval's 25) and its spec."""
+"""IFEval's 25 instruction ids and their specs."""
+
+EXTENDED_INSTRUCTIONS: Mapping[str, InstructionSpec] = {spec.id: spec for spec in _EXTENDED}
+"""The IFBench-style instruction ids of `extended.py`, also accepted by `make_instruction`."""
+
+_ALL = {**INSTRUCTIONS, **EXTENDED_INSTRUCTIONS}
 
 
 def make_instruction(instruction_id: str, kwargs: Mapping[str, Any] | None = None) -> Instruction:
@@ -166,11 +176,11 @@ def make_instruction(instruction_id: str, kwargs: Mapping[str, Any] | None = Non
     Raises `VerifierError` (code "ifeval_unknown_instruction" or "ifeval_bad_kwargs")
     naming the id and the offending field.
     """
-    spec = INSTRUCTIONS.get(instruction_id) if isinstance(instruction_id, str) else None
+    spec = _ALL.get(instruction_id) if isinstance(instruction_id, str) else None
     if spec is None:
         raise VerifierError(
             f"unknown IFEval instruction id {instruction_id!r}; "
-            f"known ids: {', '.join(sorted(INSTRUCTIONS))}",
+            f"known ids: {', '.join(sorted(_ALL))}",
             code="ifeval_unknown_instruction",
         )
     if kwargs is None:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
-from nemo_gym.envs.base import Env
+from nemo_gym.envs.base import Turns
+from nemo_gym.envs.procedural import ProceduralEnv
+from nemo_gym.envs.prompts import BOXED, boxed
 from nemo_gym.harnesses import SingleTurn
-from nemo_gym.records import Rewards, Task, Trajectory
+from nemo_gym.records import Message, Rewards, Task, Trajectory
 from nemo_gym.verify.extract import final_integer, strip_thinking
 
-SYSTEM = "Solve the problem. Put the final answer in \\boxed{}."
-_SPLITS = ("train", "validation", "test")
+SYSTEM = "Solve the problem. " + BOXED
 
 
 def _expression(rng: random.Random, terms: int, max_value: int) -> str:
@@ -38,43 +38,45 @@ async def verify_integer(task: Task, trajectory: Trajectory) -> Rewards:
     )
 
 
-class Arithmetic(Env):
+class Arithmetic(ProceduralEnv):
     """Integer expressions of `terms` terms with operands up to `max_value`.
 
-    Tasks are generated from (seed, split, index), so every split is reproducible and
-    splits never share a seed stream. `size` bounds each split.
+    Tasks are drawn from (seed, split, index); a problem belongs to one split only
+    (see `nemo_gym.envs.procedural`), so every split is reproducible and no test
+    expression is a train expression. `size` bounds each split.
     """
 
     name = "arithmetic"
-    version = "1"
+    version = "2"
     domain = "math"
     verification = "integer match (\\boxed{} or the final number)"
-    source = "procedural"
-    license = "Apache-2.0"
 
     def __init__(self, *, seed: int = 0, size: int = 10_000, terms: int = 3, max_value: int = 100):
-        super().__init__(verify_integer, harness=SingleTurn(system_prompt=SYSTEM))
-        self.seed, self.size, self.terms, self.max_value = seed, size, terms, max_value
+        super().__init__(
+            verify_integer, seed=seed, size=size, harness=SingleTurn(system_prompt=SYSTEM)
+        )
+        self.terms, self.max_value = terms, max_value
 
-    def tasks(self, split: str = "test", limit: int | None = None) -> Iterator[Task]:
-        if split not in _SPLITS:
-            raise ValueError(f"unknown split {split!r}; choose from {_SPLITS}")
-        count = self.size if limit is None else min(limit, self.size)
-        for index in range(count):
-            rng = random.Random(f"{self.seed}:{split}:{index}")
-            expression = _expression(rng, self.terms, self.max_value)
-            yield Task(
-                id=f"{self.name}-{split}-{index}",
-                prompt=f"What is {expression}?",
-                answer=str(eval(expression, {"__builtins__": {}})),  # digits and + - * only
-                metadata={"expression": expression},
-            )
+    def draw(self, rng: random.Random) -> Task:
+        expression = _expression(rng, self.terms, self.max_value)
+        return Task(
+            prompt=f"What is {expression}?",
+            answer=str(eval(expression, {"__builtins__": {}})),  # digits and + - * only
+            metadata={"expression": expression},
+        )
+
+    def oracle(self, task: Task) -> Turns:
+        return [Message.assistant(boxed(task.answer, f"{task.metadata['expression']}:"))]
+
+    def wrong(self, task: Task) -> Turns:
+        return [Message.assistant(boxed(int(task.answer) + 1))]
 
 
 class ArithmeticSmall(Arithmetic):
     """Two-term arithmetic with operands up to 10: what a 135M model solves some of the time.
 
-    The embedded SmolLM2-135M-Instruct, greedy, gets about half of these right, where
+    The embedded SmolLM2-135M-Instruct, greedy, gets a third to half of these right
+    (0.5 on the first 8 test tasks, 0.34 on the first 50), where
     it gets almost none of `arithmetic`'s three terms up to 100: a first evaluation
     whose reward means something.
     """

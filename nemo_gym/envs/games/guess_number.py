@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
-from nemo_gym.envs.base import BasicEpisode, Env
+from nemo_gym.envs.base import BasicEpisode, Turns
+from nemo_gym.envs.procedural import ProceduralEnv
 from nemo_gym.harnesses import MultiStep
-from nemo_gym.records import Observation, Rewards, Task, Trajectory
+from nemo_gym.records import Message, Observation, Rewards, Task, Trajectory
 from nemo_gym.verify.extract import final_integer, strip_thinking
 
 
@@ -48,29 +48,38 @@ async def verify_solved(task: Task, trajectory: Trajectory) -> Rewards:
     )
 
 
-class GuessNumber(Env):
+class GuessNumber(ProceduralEnv):
     """Find a secret integer in [1, high] within `max_guesses` guesses."""
 
     name = "guess_number"
-    version = "1"
+    version = "2"
     domain = "games"
     verification = "multi-step: the secret found within the step budget"
 
     def __init__(self, *, seed: int = 0, size: int = 1000, high: int = 100, max_guesses: int = 10):
-        super().__init__(verify_solved, harness=MultiStep(max_steps=max_guesses))
-        self.seed, self.size, self.high, self.max_guesses = seed, size, high, max_guesses
+        super().__init__(
+            verify_solved, seed=seed, size=size, harness=MultiStep(max_steps=max_guesses)
+        )
+        self.high, self.max_guesses = high, max_guesses
 
-    def tasks(self, split: str = "test", limit: int | None = None) -> Iterator[Task]:
-        for index in range(self.size if limit is None else min(limit, self.size)):
-            secret = random.Random(f"guess:{self.seed}:{split}:{index}").randint(1, self.high)
-            yield Task(
-                id=f"guess_number-{split}-{index}",
-                prompt=(
-                    f"I am thinking of an integer between 1 and {self.high}. Guess it: reply "
-                    "with one integer each turn and I will say higher or lower."
-                ),
-                answer=secret,
-            )
+    def draw(self, rng: random.Random) -> Task:
+        return Task(
+            prompt=(
+                f"I am thinking of an integer between 1 and {self.high}. Guess it: reply "
+                "with one integer each turn and I will say higher or lower."
+            ),
+            answer=rng.randint(1, self.high),
+        )
+
+    def content(self, task: Task) -> str:
+        return f"{task.prompt}|{task.answer}"
 
     async def open(self, task: Task) -> GuessEpisode:
         return GuessEpisode(int(task.answer), self.max_guesses)
+
+    def oracle(self, task: Task) -> Turns:
+        return [Message.assistant(str(task.answer))]
+
+    def wrong(self, task: Task) -> Turns:
+        miss = 1 if int(task.answer) != 1 else 2
+        return [Message.assistant(str(miss))] * self.max_guesses

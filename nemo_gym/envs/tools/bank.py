@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 
-from nemo_gym.envs.base import BasicEpisode, Env
+from nemo_gym.envs.base import BasicEpisode, Turns
+from nemo_gym.envs.procedural import ProceduralEnv
 from nemo_gym.harnesses import ToolLoop
-from nemo_gym.records import Rewards, Task, Trajectory
+from nemo_gym.records import Message, Rewards, Task, ToolCall, Trajectory
 from nemo_gym.tools import tool
 
 SYSTEM = (
@@ -17,8 +19,11 @@ SYSTEM = (
 ACCOUNTS = ("checking", "savings", "travel")
 
 
-def _operations(rng: random.Random, balances: dict[str, int]) -> Iterator[tuple[str, ...]]:
-    """Valid operations (never overdrawing), applied to `balances` as they are made."""
+def _operations(rng: random.Random, balances: dict[str, int]) -> Iterator[tuple[str, dict]]:
+    """Valid operations (never overdrawing), applied to `balances` as they are made.
+
+    Yields (the customer's words, the tool call that carries it out).
+    """
     for _ in range(rng.randint(1, 3)):
         source, target = rng.sample(ACCOUNTS, 2)
         amount = rng.randint(1, max(1, balances[source] // 2))
@@ -26,13 +31,19 @@ def _operations(rng: random.Random, balances: dict[str, int]) -> Iterator[tuple[
         if kind == "transfer":
             balances[source] -= amount
             balances[target] += amount
-            yield f"move ${amount} from {source} to {target}", kind, source, target
+            arguments = {"from_account": source, "to_account": target, "amount": amount}
+            yield (
+                f"move ${amount} from {source} to {target}",
+                {"name": kind, "arguments": arguments},
+            )
         elif kind == "deposit":
             balances[target] += amount
-            yield f"deposit ${amount} into {target}", kind, target
+            arguments = {"account": target, "amount": amount}
+            yield f"deposit ${amount} into {target}", {"name": kind, "arguments": arguments}
         else:
             balances[source] -= amount
-            yield f"withdraw ${amount} from {source}", kind, source
+            arguments = {"account": source, "amount": amount}
+            yield f"withdraw ${amount} from {source}", {"name": kind, "arguments": arguments}
 
 
 class BankEpisode(BasicEpisode):
@@ -95,32 +106,46 @@ async def verify_balances(task: Task, trajectory: Trajectory) -> Rewards:
     )
 
 
-class Bank(Env):
+class Bank(ProceduralEnv):
     """Customers ask for 1-3 transfers, deposits or withdrawals; tasks are seeded."""
 
     name = "bank"
-    version = "1"
+    version = "2"
     domain = "tools"
     verification = "final balances of the stateful world"
 
     def __init__(self, *, seed: int = 0, size: int = 1000, max_turns: int = 8):
         super().__init__(
-            verify_balances, harness=ToolLoop(max_turns=max_turns, system_prompt=SYSTEM)
+            verify_balances,
+            seed=seed,
+            size=size,
+            harness=ToolLoop(max_turns=max_turns, system_prompt=SYSTEM),
         )
-        self.seed, self.size = seed, size
 
-    def tasks(self, split: str = "test", limit: int | None = None) -> Iterator[Task]:
-        for index in range(self.size if limit is None else min(limit, self.size)):
-            rng = random.Random(f"bank:{self.seed}:{split}:{index}")
-            start = {name: rng.randint(50, 500) for name in ACCOUNTS}
-            final = dict(start)
-            steps = [op[0] for op in _operations(rng, final)]
-            yield Task(
-                id=f"bank-{split}-{index}",
-                prompt="Please " + ", then ".join(steps) + ".",
-                answer=final,
-                metadata={"initial_balances": start},
-            )
+    def draw(self, rng: random.Random) -> Task:
+        start = {name: rng.randint(50, 500) for name in ACCOUNTS}
+        final = dict(start)
+        operations = list(_operations(rng, final))
+        calls = [call for _, call in operations]
+        return Task(
+            prompt="Please " + ", then ".join(text for text, _ in operations) + ".",
+            answer=final,
+            metadata={"initial_balances": start, "calls": calls},
+        )
 
     async def open(self, task: Task) -> BankEpisode:
         return BankEpisode(task.metadata["initial_balances"])
+
+    def oracle(self, task: Task) -> Turns:
+        turns = [
+            Message.assistant(
+                tool_calls=(
+                    ToolCall(id=f"call_{i}", name=c["name"], arguments=json.dumps(c["arguments"])),
+                )
+            )
+            for i, c in enumerate(task.metadata["calls"])
+        ]
+        return [*turns, Message.assistant("Done: everything you asked for is carried out.")]
+
+    def wrong(self, task: Task) -> Turns:
+        return [Message.assistant("Done: everything you asked for is carried out.")]

@@ -1,0 +1,1 @@
+"""long_context environments."""

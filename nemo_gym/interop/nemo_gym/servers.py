@@ -1,0 +1,439 @@
+"""NeMo Gym resources servers, each mapped to the built-in environment that scores its rows.
+
+A `Server` turns one NeMo Gym row (as NeMo Gym writes it: `responses_create_params`
+with the input messages and tools, plus the server's own fields) into a `Task` whose
+metadata is what our environment's verifier reads, and names the environment options
+that give NeMo Gym's semantics. Everything the verifier needs is in the task or the
+options, so a stored rollout re-verifies (`gym eval reverify`) without the rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nemo_gym.envs.rows import Row, read_rows
+from nemo_gym.errors import ConfigError
+from nemo_gym.interop.nemo_gym.wire import messages_from_input, tools_from_params
+from nemo_gym.records import Task
+
+__all__ = ["SERVERS", "Server"]
+
+TaskFn = Callable[[Row, str], Task]
+OptionsFn = Callable[[Sequence[Row]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Server:
+    """One supported NeMo Gym server: the environment that runs its rows, and how."""
+
+    name: str
+    env: str
+    task: TaskFn
+    options: OptionsFn = field(default=lambda rows: {})
+    requires: tuple[str, ...] = ()
+    compared: bool = True
+    """Whether the tests compare our rewards with NeMo Gym's own verifier on its rows."""
+
+
+def _params(row: Row) -> Mapping[str, Any]:
+    return row.require("responses_create_params", dict)
+
+
+def _task(row: Row, server: str, *, answer: Any = None, **metadata: Any) -> Task:
+    params = _params(row)
+    messages = messages_from_input(
+        params.get("input"), f"{row.where}: responses_create_params.input"
+    )
+    tools = tools_from_params(params)
+    extra = {"tools": tools} if tools and "tools" not in metadata else {}
+    return Task(
+        id=f"{server}-{row.index}",
+        messages=messages,
+        answer=answer,
+        metadata={**extra, **metadata, "nemo_gym": {"server": server, "row": dict(row.data)}},
+    )
+
+
+def _options(row: Row) -> list[str]:
+    """NeMo Gym's options [{"A": text}, ...] as texts in letter order."""
+    items = row.require("options", list)
+    pairs = sorted((k.upper(), v) for item in items for k, v in item.items() if v is not None)
+    return [str(v) for _, v in pairs]
+
+
+def _mcqa(row: Row, server: str) -> Task:
+    mode = row.get("grading_mode", "strict_single_letter_boxed")
+    return _task(
+        row,
+        server,
+        answer=str(row.require("expected_answer")).strip().upper(),
+        options=_options(row),
+        require_boxed=mode == "strict_single_letter_boxed",
+    )
+
+
+def _mcq_any_form(row: Row, server: str) -> Task:
+    """GPQA's and BunsenBench's servers read the letter in any form (no grading modes)."""
+    return _task(
+        row,
+        server,
+        answer=str(row.require("expected_answer")).strip().upper(),
+        options=_options(row),
+    )
+
+
+def _math(row: Row, server: str) -> Task:
+    return _task(row, server, answer=str(row.require("expected_answer")))
+
+
+def _string_match(row: Row, server: str) -> Task:
+    modes = {
+        "boxed": "boxed",
+        "final_answer": "final_answer",
+        "last_line": "last_line",
+        "full_response": "full",
+    }
+    mode = row.get("extraction_mode", "final_answer")
+    if mode not in modes:
+        raise row.bad("extraction_mode", f"is {mode!r}; one of {', '.join(modes)}")
+    match = {"match": "verbatim"} if row.get("case_sensitive") else {}
+    return _task(
+        row, server, answer=str(row.require("expected_answer")), extract=modes[mode], **match
+    )
+
+
+def _instructions(row: Row, server: str) -> Task:
+    source = {**dict(row.data), **(row.get("verifier_metadata") or {})}
+    return _task(
+        row,
+        server,
+        instruction_id_list=list(source["instruction_id_list"]),
+        kwargs=source.get("kwargs"),
+    )
+
+
+def _instructions_options(rows: Sequence[Row]) -> dict[str, Any]:
+    modes = {
+        (r.get("verifier_metadata") or {}).get("grading_mode", r.get("grading_mode", "binary"))
+        for r in rows
+    }
+    if len(modes) > 1:
+        raise ConfigError(f"instruction_following: the rows mix grading modes {sorted(modes)}")
+    return {"reward": "instruction" if modes == {"fraction"} else "prompt"}
+
+
+def _structured(row: Row, server: str) -> Task:
+    mode = row.get("response_mode", "text")
+    return _task(
+        row,
+        server,
+        format=str(row.get("schema_type", "json")).lower(),
+        schema=json.loads(row.require("schema_str", str)),
+        response_mode=mode,
+        tool_name=row.get("tool_name"),
+        payload_key=row.get("tool_payload_key"),
+    )
+
+
+def _structured_options(rows: Sequence[Row]) -> dict[str, Any]:
+    modes = {r.get("response_mode", "text") for r in rows}
+    if len(modes) > 1:
+        raise ConfigError(f"structured_outputs: the rows mix response modes {sorted(modes)}")
+    return {"strict": True, "response_mode": modes.pop()}
+
+
+def _structeval(row: Row, server: str) -> Task:
+    return _task(
+        row,
+        server,
+        format=str(row.require("output_type", str)).lower(),
+        paths=[str(p) for p in row.require("raw_output_metric", list)],
+    )
+
+
+def _xlam(row: Row, server: str) -> Task:
+    return _task(row, server, answer=list(row.require("expected_answers", list)))
+
+
+def _any_weather(row: Row, server: str) -> Task:
+    return _task(
+        row, server, expected_call={"name": "get_weather", "arguments": {}}, reward="correctness"
+    )
+
+
+def _multireward(row: Row, server: str) -> Task:
+    return _task(row, server, expected_call=row.require("expected_call", dict))
+
+
+def _format(row: Row, server: str) -> Task:
+    return _task(row, server, verifier=row.require("verifier", dict))
+
+
+def _node_set(row: Row, server: str) -> Task:
+    return _task(row, server, answer=json.loads(row.require("expected_answer", str)))
+
+
+def _ruler(row: Row, server: str) -> Task:
+    subset = row.require("subset", str)
+    return _task(
+        row,
+        server,
+        answer=list(row.require("outputs", list)),
+        subset=subset,
+        match="any" if subset in ("qa_1", "qa_2") else "all",
+    )
+
+
+def _mrcr(row: Row, server: str) -> Task:
+    return _task(
+        row,
+        server,
+        answer=row.require("expected_answer", str),
+        prefix=row.require("random_string_to_prepend", str),
+    )
+
+
+def _spartqa(row: Row, server: str) -> Task:
+    meta = row.get("verifier_metadata") or {}
+    options = list(row.get("options") or meta.get("options") or [])
+    gold = str(row.get("target") or meta.get("target", ""))
+    labels = [*options, "both of them", "none of them"] if options else [gold]
+    aliases = {
+        "both of them": ["both", "both objects", "both of the objects", "both of these"],
+        "none of them": [
+            "none",
+            "none of the objects",
+            "neither",
+            "neither of them",
+            "neither object",
+            "no object",
+        ],
+    }
+    return _task(row, server, answer=gold, labels=labels, aliases=aliases)
+
+
+def _reasoning_gym(row: Row, server: str) -> Task:
+    metadata = row.require("metadata", dict)
+    entry = {
+        "question": row.require("question", str),
+        "answer": row.get("answer"),
+        "metadata": metadata,
+    }
+    return _task(
+        row,
+        server,
+        answer=None if row.get("answer") is None else str(row.get("answer")),
+        entry=entry,
+    )
+
+
+def _reasoning_gym_options(rows: Sequence[Row]) -> dict[str, Any]:
+    names = [str(r.require("metadata", dict).get("source_dataset", "")) for r in rows]
+    if not names or not all(names):
+        raise ConfigError("reasoning_gym: every row needs metadata.source_dataset")
+    return {"dataset": names[0]}
+
+
+def _seed(row: Row) -> random.Random:
+    seed = row.get("seed")
+    if seed is None:  # NeMo Gym deals these from an unseeded generator; ours is the row
+        seed = (
+            int(hashlib.sha256(json.dumps(row.data, sort_keys=True).encode()).hexdigest()[:12], 16)
+            + row.index
+        )
+    return random.Random(seed)
+
+
+def _wordle(row: Row, server: str) -> Task:
+    target = str(row.require("custom_target", str)).lower()
+    return _task(
+        row, server, answer=target, max_turns=int(row.get("max_turns", 6)), scoring="nemo_gym"
+    )
+
+
+def _blackjack(row: Row, server: str) -> Task:
+    from nemo_gym.envs.games.blackjack import RANKS, BlackjackEpisode, outcome
+
+    deck = [r for r in RANKS for _ in range(4)]
+    _seed(row).shuffle(deck)
+    best = max(range(8), key=lambda h: (outcome(deck, h)[0], -h))
+    task = _task(row, server, answer=best, deck=deck)
+    return _with_observation(task, BlackjackEpisode(deck).show())
+
+
+def _with_observation(task: Task, observation: str) -> Task:
+    """The task with the game's first observation (NeMo Gym's reset) as a user turn."""
+    from nemo_gym.records import Message
+
+    return task.model_copy(update={"messages": (*task.messages, Message.user(observation))})
+
+
+def _board_game(env: str) -> TaskFn:
+    def convert(row: Row, server: str) -> Task:
+        from nemo_gym.catalog import make
+
+        dims = row.get("dim_room") or row.get("dim_board") or [6, 6]
+        if env == "sokoban":
+            game = make(
+                "sokoban",
+                rows=max(4, int(dims[0])),
+                cols=max(4, int(dims[1])),
+                boxes=int(row.get("num_boxes", 1)),
+                scoring="gym_sokoban",
+            )
+        else:
+            game = make("tetris", width=int(dims[0]), height=int(dims[1]), scoring="grl")
+        drawn = game.draw(_seed(row))  # type: ignore[attr-defined]
+        task = _task(row, server, answer=drawn.answer, **drawn.metadata)
+        return _with_observation(task, str(drawn.prompt).split("\n\n", 1)[1])
+
+    return convert
+
+
+def _code_gen(row: Row, server: str) -> Task:
+    tests = row.require("verifier_metadata", dict).get("unit_tests")
+    if not isinstance(tests, dict) or "packed" in tests:
+        raise row.bad("verifier_metadata", "needs plain unit_tests {inputs, outputs}")
+    io = {"inputs": tests["inputs"], "outputs": tests["outputs"]}
+    if tests.get("fn_name"):
+        io["fn_name"] = tests["fn_name"]
+    return _task(row, server, input_output=io)
+
+
+def _bird(row: Row, server: str) -> Task:
+    context = "\n".join(
+        line for line in row.require("sql_context", str).splitlines() if line.strip() != "..."
+    )
+    return _task(
+        row, server, answer=row.require("gt_sql", str), db_setup=context, db_id=row.get("db_id")
+    )
+
+
+def _wmt(row: Row, server: str) -> Task:
+    return _task(
+        row, server, answer=row.require("translation", str), source=row.require("text", str)
+    )
+
+
+def _arc(row: Row, server: str) -> Task:
+    return _task(
+        row,
+        server,
+        answer=row.require("expected_output", list),
+        train=row.require("train", list),
+        test_input=row.require("test_input", list),
+    )
+
+
+def _multi_step(row: Row, server: str) -> Task:
+    return _task(
+        row,
+        server,
+        answer=list(row.require("expected_synonym_values", list)),
+        synonyms=list(row.require("expected_synonyms", list)),
+    )
+
+
+def _calendar(row: Row, server: str) -> Task:
+    return _task(row, server, answer=row.require("exp_cal_state", dict))
+
+
+def _xstest(row: Row, server: str) -> Task:
+    from nemo_gym.envs.safety.over_refusal import COMPLY, REFUSE
+
+    label = str((row.get("verifier_metadata") or {}).get("label", "safe"))
+    return _task(row, server, answer=COMPLY if label == "safe" else REFUSE, label=label)
+
+
+def _over_refusal(row: Row, server: str) -> Task:
+    from nemo_gym.envs.safety.over_refusal import COMPLY
+
+    return _task(row, server, answer=COMPLY, label="safe")
+
+
+def _jailbreak(row: Row, server: str) -> Task:
+    from nemo_gym.envs.safety.jailbreak import POLICY
+
+    return _task(row, server, answer=POLICY, attack_type=row.get("attack_type", ""))
+
+
+def _equivalence(row: Row, server: str) -> Task:
+    return _task(row, server, answer=row.require("expected_answer", str))
+
+
+_JUDGE = ("judge",)
+_SERVERS = [
+    Server("mcqa", "mcqa", _mcqa),
+    Server("gpqa_diamond", "gpqa", _mcq_any_form),
+    Server("bunsenbench_chemistry_mcq", "mcqa", _mcq_any_form),
+    Server("math_with_judge", "math", _math, lambda rows: {"require_boxed": True}),
+    Server("polymath", "polymath", _math, lambda rows: {"require_boxed": True}),
+    Server("equivalence_rule", "short_answer", _math, lambda rows: {"extract": "full"}),
+    Server("string_match", "short_answer", _string_match),
+    Server("hotpotqa_qa", "hotpotqa", _math),
+    Server("instruction_following", "ifeval", _instructions, _instructions_options),
+    Server("structured_outputs", "json_schema", _structured, _structured_options),
+    Server("structeval", "formats", _structeval),
+    Server("xlam_fc", "function_calling", _xlam),
+    Server("example_single_tool_call", "tool_multireward", _any_weather),
+    Server("example_tool_call_multireward", "tool_multireward", _multireward),
+    Server("format_verification", "line_format", _format),
+    Server("lc_niah", "graphwalks", _node_set, lambda rows: {"copy_ngram": 16}),
+    Server("graphwalks", "graphwalks", _node_set),
+    Server("ruler", "variable_tracking", _ruler),
+    Server("mrcr", "mrcr", _mrcr),
+    Server("spartqa", "spartqa", _spartqa),
+    Server("reasoning_gym", "reasoning_gym", _reasoning_gym, _reasoning_gym_options),
+    Server(
+        "wordle",
+        "wordle",
+        _wordle,
+        lambda rows: {"interface": "tools", "scoring": "nemo_gym"},
+        compared=False,
+    ),
+    Server("blackjack", "blackjack", _blackjack, compared=False),
+    Server(
+        "grl_sokoban",
+        "sokoban",
+        _board_game("sokoban"),
+        lambda rows: {"scoring": "gym_sokoban"},
+        compared=False,
+    ),
+    Server(
+        "grl_tetris",
+        "tetris",
+        _board_game("tetris"),
+        lambda rows: {"scoring": "grl"},
+        compared=False,
+    ),
+    Server("code_gen", "code", _code_gen, requires=("sandbox",), compared=False),
+    Server("bird_sql", "text_to_sql", _bird, compared=False),
+    Server("wmt_translation", "translation", _wmt),
+    Server("arc_agi", "arc_agi", _arc),
+    Server("example_multi_step", "tool_chain", _multi_step),
+    Server("calendar", "calendar", _calendar),
+    Server("xstest", "over_refusal", _xstest, requires=_JUDGE, compared=False),
+    Server(
+        "over_refusal_detection", "over_refusal", _over_refusal, requires=_JUDGE, compared=False
+    ),
+    Server("jailbreak_detection", "jailbreak", _jailbreak, requires=_JUDGE, compared=False),
+    Server(
+        "equivalence_llm_judge", "answer_equivalence", _equivalence, requires=_JUDGE, compared=False
+    ),
+]
+
+SERVERS: Mapping[str, Server] = {s.name: s for s in _SERVERS}
+"""Every supported NeMo Gym server by name; `.env` is the built-in environment it runs."""
+
+
+def rows_of(source: str | Path | Sequence[Mapping[str, Any]]) -> list[Row]:
+    """Rows from a JSONL file as NeMo Gym writes them, or from dicts already read."""
+    if isinstance(source, str | Path):
+        return list(read_rows(source))
+    return [Row(dict(r), f"row {i}", i) for i, r in enumerate(source)]

@@ -1,0 +1,190 @@
+"""Long-context scoring: retrieved references, node sets, reproduced text, copying.
+
+- `ReferenceMatch`: RULER's string match. `mode="all"` is the fraction of references the
+  reply contains, `mode="any"` whether it contains one (case-insensitive; a task's
+  `metadata["match"]` overrides the mode); `soft=True`
+  also credits a near miss with 1 - word error rate (RULER v2), never below 0.
+- `NodeSetF1`: GraphWalks' F1 between the node list on the reply's last line
+  (`Final Answer: [a, b]`, quoted or not) and the gold set.
+- `SequenceRatio`: MRCR's grade: 0 unless the reply starts with the task's required
+  prefix, else difflib's similarity of the rest with the gold text.
+- `PenalizeCopying`: wraps a verifier and discounts its reward by how much of the
+  model's reasoning is copied from the prompt (the share of its word n-grams found
+  there), so long-context training rewards reading, not pasting.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from difflib import SequenceMatcher
+from typing import Any, Literal
+
+from nemo_gym.errors import ConfigError, VerifierError
+from nemo_gym.protocols import Verifier, VerifyFunction, as_verifier
+from nemo_gym.records import Rewards, Task, Trajectory
+from nemo_gym.verify.common import GoldFn, get_gold, response_text
+
+__all__ = [
+    "NodeSetF1",
+    "PenalizeCopying",
+    "ReferenceMatch",
+    "SequenceRatio",
+    "copied_share",
+    "parse_final_list",
+    "word_error_rate",
+]
+
+_FINAL_LIST = re.compile(r"Final Answer:\s*\[(.*)\]", re.IGNORECASE)
+
+
+def _references(task: Task, gold: GoldFn | None) -> list[str]:
+    value = get_gold(task, gold)
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except json.JSONDecodeError:
+            decoded = value
+        value = decoded
+    refs = [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
+    if not refs:
+        raise VerifierError(f"task {task.id}: no reference answers")
+    return refs
+
+
+def word_error_rate(hypothesis: str, reference: str) -> float:
+    """Word-level Levenshtein distance over the reference's length (inf for an empty one)."""
+    hyp, ref = hypothesis.split(), reference.split()
+    if not ref:
+        return float("inf")
+    previous = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        current = [i]
+        for j, h in enumerate(hyp, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (r != h)))
+        previous = current
+    return previous[-1] / len(ref)
+
+
+class ReferenceMatch:
+    """RULER's match of the reply against the reference strings (see the module doc)."""
+
+    def __init__(
+        self,
+        mode: Literal["all", "any"] = "all",
+        *,
+        soft: bool = False,
+        gold: GoldFn | None = None,
+    ) -> None:
+        if mode not in ("all", "any"):
+            raise ConfigError(f"ReferenceMatch mode must be 'all' or 'any', got {mode!r}")
+        self.mode, self.soft, self.gold = mode, soft, gold
+
+    def _one(self, reply: str, reference: str) -> float:
+        hit = float(reference.lower() in reply)
+        if not self.soft or hit:
+            return hit
+        return max(0.0, 1.0 - word_error_rate(reply, reference.lower()))
+
+    async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
+        refs = _references(task, self.gold)
+        reply = response_text(trajectory).lower()
+        scores = [self._one(reply, r) for r in refs]
+        mode = task.metadata.get("match", self.mode)
+        score = sum(scores) / len(scores) if mode == "all" else max(scores)
+        found = [r for r, s in zip(refs, scores, strict=True) if s == 1.0]
+        return Rewards(
+            reward=score,
+            components={"recall": sum(s == 1.0 for s in scores) / len(scores)},
+            metadata={"found": found},
+        )
+
+
+def parse_final_list(text: str) -> list[str] | None:
+    """The items of `Final Answer: [...]` on the last non-empty line, or None."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    match = _FINAL_LIST.search(lines[-1]) if lines else None
+    if match is None:
+        return None
+    items = (item.strip().strip("\"'`").strip() for item in match.group(1).split(","))
+    return [item for item in items if item]
+
+
+class NodeSetF1:
+    """F1 between the reply's final node list and the gold node set."""
+
+    def __init__(self, *, gold: GoldFn | None = None) -> None:
+        self.gold = gold
+
+    async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
+        value = get_gold(task, self.gold)
+        expected = set(json.loads(value) if isinstance(value, str) else value)
+        predicted = parse_final_list(response_text(trajectory))
+        if predicted is None:
+            return Rewards(
+                reward=0.0,
+                components={"f1": 0.0},
+                metadata={"extracted_answer": None, "reason": "no 'Final Answer: [...]'"},
+            )
+        got = set(predicted)
+        if not got and not expected:
+            f1 = 1.0
+        else:
+            hits = len(got & {str(e) for e in expected})
+            f1 = 2 * hits / (len(got) + len(expected)) if hits else 0.0
+        return Rewards(reward=f1, components={"f1": f1}, metadata={"extracted_answer": predicted})
+
+
+class SequenceRatio:
+    """MRCR: the reply must start with `metadata["prefix"]`; then similarity with the gold."""
+
+    def __init__(self, *, gold: GoldFn | None = None) -> None:
+        self.gold = gold
+
+    async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
+        prefix = str(task.metadata.get("prefix", ""))
+        gold = str(get_gold(task, self.gold))
+        reply = response_text(trajectory).strip()
+        if not reply.startswith(prefix):
+            return Rewards(
+                reward=0.0,
+                components={"prefix": 0.0},
+                metadata={"reason": f"the reply does not start with {prefix!r}"},
+            )
+        ratio = SequenceMatcher(None, reply.removeprefix(prefix), gold.removeprefix(prefix)).ratio()
+        return Rewards(reward=ratio, components={"prefix": 1.0, "similarity": ratio})
+
+
+def _ngrams(text: str, n: int) -> set[tuple[str, ...]]:
+    words = text.lower().split()
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def copied_share(reasoning: str, source: str, n: int = 16) -> float:
+    """The share of `reasoning`'s word n-grams that appear in `source` (0 when it has none)."""
+    grams = _ngrams(reasoning, n)
+    return len(grams & _ngrams(source, n)) / len(grams) if grams else 0.0
+
+
+class PenalizeCopying:
+    """`inner`'s reward times (1 - copied share) of the reasoning, or minus it (`rule`)."""
+
+    def __init__(
+        self,
+        inner: Verifier | VerifyFunction,
+        *,
+        n: int = 16,
+        rule: Literal["multiply", "minus"] = "multiply",
+    ) -> None:
+        if rule not in ("multiply", "minus"):
+            raise ConfigError(f"PenalizeCopying rule must be 'multiply' or 'minus', got {rule!r}")
+        self.inner, self.n, self.rule = as_verifier(inner), n, rule
+
+    async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
+        base = Rewards.of(await self.inner.verify(task, trajectory))
+        source = "\n".join(m.content or "" for m in task.messages)
+        reasoning = "".join(m.reasoning or "" for m in trajectory.messages if m.role == "assistant")
+        share = copied_share(reasoning, source, self.n)
+        reward = base.reward * (1 - share) if self.rule == "multiply" else base.reward - share
+        components: dict[str, Any] = {**base.components, "answer": base.reward, "copied": share}
+        return Rewards(reward=reward, components=components, metadata=base.metadata)

@@ -1,0 +1,81 @@
+"""NeMo Gym's own verifiers, called in isolation: run with the Python of a venv that has the
+`nemo-gym` 0.7.0 wheel (and its servers' verify dependencies) installed, never ours.
+
+Reads JSON lines {"server", "row", "response"} on stdin and writes one JSON line per
+input: {"reward": float} or {"error": "..."}. Each server's app is imported from the
+wheel's `resources_servers/<server>/app.py`, its server class built with a minimal
+config (no judge: `should_use_judge=False`), and `verify` awaited on the row plus the
+response, exactly as NeMo Gym's HTTP endpoint would call it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import os
+import sys
+import typing
+from pathlib import Path
+from unittest.mock import MagicMock
+
+CONFIG = {"host": "127.0.0.1", "port": 0, "entrypoint": "", "name": ""}
+OVERRIDES = {
+    "math_with_judge": {
+        "judge_model_server": {"type": "responses_api_models", "name": "judge"},
+        "judge_responses_create_params": {"input": []},
+        "should_use_judge": False,
+    },
+    "wmt_translation": {"compute_comet": False, "language_consistency_backend": None},
+}
+OVERRIDES["polymath"] = OVERRIDES["math_with_judge"]
+
+
+def _server(name: str):  # type: ignore[no-untyped-def]
+    import resources_servers
+    from nemo_gym.server_utils import ServerClient
+
+    folder = Path(next(iter(resources_servers.__path__))) / name
+    sys.path.insert(0, str(folder))
+    module = importlib.import_module(f"resources_servers.{name}.app")
+    from nemo_gym.base_resources_server import SimpleResourcesServer
+
+    classes = [
+        c
+        for c in vars(module).values()
+        if inspect.isclass(c)
+        and issubclass(c, SimpleResourcesServer)
+        and c.__module__ == module.__name__
+    ]
+    cls = classes[-1]
+    config_cls = typing.get_type_hints(cls)["config"]
+    config = config_cls(**CONFIG, **OVERRIDES.get(name, {}))
+    server = cls(config=config, server_client=MagicMock(spec=ServerClient))
+    if name == "wmt_translation":
+        # Its reward is chrF; only the spBLEU side metric needs the FLORES-200 model, which
+        # it downloads on first use (there is no network here), so that metric is stubbed.
+        object.__setattr__(server, "_score_sentence_spbleu", lambda *args, **kwargs: 0.0)
+    request_cls = typing.get_type_hints(cls.verify)["body"]
+    return server, request_cls
+
+
+async def main() -> None:
+    out, sys.stdout = sys.stdout, sys.stderr  # the servers print; only results go to stdout
+    cache: dict[str, tuple] = {}
+    for line in sys.stdin:
+        case = json.loads(line)
+        try:
+            if case["server"] not in cache:
+                cache[case["server"]] = _server(case["server"])
+            server, request_cls = cache[case["server"]]
+            body = request_cls.model_validate({**case["row"], "response": case["response"]})
+            result = await server.verify(body)
+            print(json.dumps({"reward": float(result.reward)}), file=out, flush=True)
+        except Exception as exc:  # reported per case, the run goes on
+            print(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:500]}), file=out, flush=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("NEMO_GYM_LOG_LEVEL", "ERROR")
+    asyncio.run(main())

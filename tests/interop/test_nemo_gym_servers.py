@@ -1,0 +1,436 @@
+"""NeMo Gym's own example rows (tests/data/nemo_gym, Apache-2.0 copies from the nemo-gym 0.7.0
+wheel) run unchanged through our environments, for every supported server: the oracle
+reply scores its maximum, a wrong reply less, and each reply variant below scores what
+NeMo Gym's own verifier gives, except the documented differences (DIFFERENCES, also listed
+in docs/coming-from-nemo-gym.md).
+
+The comparison calls NeMo Gym's `verify` in another venv (`tests/interop/nemo_gym_reference.py`
+under $NEMO_GYM_REFERENCE_PYTHON, default /work/venvs/catalog/bin/python); without that
+venv those tests skip, saying so. Build it with:
+
+    python3 -m venv /work/venvs/catalog
+    pip download --no-deps --ignore-requires-python nemo-gym==0.7.0 -d /tmp/w
+    /work/venvs/catalog/bin/pip install --no-deps --ignore-requires-python /tmp/w/*.whl
+    /work/venvs/catalog/bin/pip install openai==2.44.0 fastapi uvicorn aiohttp omegaconf \
+        hydra-core orjson pandas 'scipy<1.17' ray wandb yappi pydot mcp itsdangerous \
+        math-verify[antlr4_13_2]==0.8.0 xmltodict==1.0.2 openapi-schema-validator==0.6.3 \
+        pyyaml toml reasoning-gym==0.1.25 sacrebleu
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from judges import keyword_judge
+
+import nemo_gym as gym
+from nemo_gym.interop import nemo_gym as ng
+from nemo_gym.records import Message, Task, ToolCall
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nemo_gym"
+REFERENCE = Path(__file__).with_name("nemo_gym_reference.py")
+PYTHON = os.environ.get("NEMO_GYM_REFERENCE_PYTHON", "/work/venvs/catalog/bin/python")
+
+# (server, reply, task or "*") -> (ours, NeMo Gym's, why): where our reward differs, on purpose.
+DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
+    ("gpqa_diamond", "stated", "*"): (
+        1.0,
+        0.0,
+        "an answer stated as 'The correct option is (C).' counts",
+    ),
+    ("graphwalks", "quoted", "*"): (
+        1.0,
+        0.0,
+        "quoted node names in the final list are the same nodes",
+    ),
+    ("string_match", "near_miss", "*"): (
+        0.0,
+        0.98,
+        "a number 0.5% off the gold is wrong, not 0.98 right",
+    ),
+    ("hotpotqa_qa", "in_word", "*"): (
+        0.0,
+        1.0,
+        "'Ed Woodward' does not contain the name 'Ed Wood'",
+    ),
+    ("xlam_fc", "extra_argument", "*"): (
+        0.0,
+        1.0,
+        "an argument the expected call lacks changes the call",
+    ),
+    ("arc_agi", "restated", "*"): (
+        1.0,
+        0.0,
+        "the last grid of the reply is its answer, not the first",
+    ),
+    ("calendar", "draft_then_final", "*"): (
+        1.0,
+        0.0,
+        "the last calendar of the reply is its answer",
+    ),
+    ("instruction_following", "lowercase_ok", "*"): (
+        1.0,
+        0.0,
+        "'all lowercase words should appear at most N times' bounds each word, not their total",
+    ),
+    ("structeval", "wrong", "structeval-1"): (0.0, 0.2, "one line of prose is not a CSV document"),
+}
+
+# Cases NeMo Gym's verifier cannot score here: its instruction checks that count sentences
+# load NLTK's punkt data, which it downloads from GitHub at start-up.
+NOT_COMPARABLE = {("instruction_following", "instruction_following-3")}
+
+
+def env_options(server: str) -> dict[str, Any]:
+    spec = ng.SERVERS[server]
+    found: dict[str, Any] = {}
+    if "judge" in spec.requires:
+        found["judge"] = keyword_judge()
+    if "sandbox" in spec.requires:
+        found["provider"] = "process"
+    return found
+
+
+def _call(name: str, arguments: dict[str, Any]) -> Message:
+    return Message.assistant(
+        tool_calls=(ToolCall(id="call_0", name=name, arguments=json.dumps(arguments)),)
+    )
+
+
+# Replies written for the instruction-following rows (they carry no reference response).
+IF_REPLIES = {
+    "instruction_following-0": (
+        "Oliver wakes in the hospital bed.\n\nHe remembers all of it.\n\nCrash "
+        "sounds echo in his mind as he plans.\n\nThis time he will win the contest.",
+        "Oliver wakes in the hospital bed.\n\nCrash.\n\nHe plans.\n\nHe fights.",
+    ),
+    "instruction_following-1": (
+        "Use An Index On Urid.\n* One\n* Two\n* Three\n* Four\n* Five\n***\nDone.",
+        "add an index on urid.\n* one\n* two\n***\ndone.",
+    ),
+    "instruction_following-2": (
+        "Relationship games sell well. Relationship mechanics keep players engaged.",
+        "Puzzle games sell well. Relationship games are part of it.",
+    ),
+    "instruction_following-3": (
+        " ".join(
+            ["Topic [one] spans pages [a] to [b] of [book]."]
+            + [f"Sentence {i} adds detail." for i in range(20)]
+        ),
+        "See the book.",
+    ),
+    "instruction_following-4": (
+        "<<Installing JayHorn>>\nDownload the release and unpack it.\n***\nRun the jar with Java.",
+        "Download the release and run it.",
+    ),
+}
+
+
+def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
+    """Extra replies per server: forms the prompt allows, and the documented differences."""
+    out: dict[str, list[Message]] = {}
+    md = task.metadata
+    if server == "mcqa":
+        out["answer_colon"] = [Message.assistant(f"Answer: {task.answer}")]
+    if server == "gpqa_diamond":
+        out["stated"] = [Message.assistant(f"The correct option is ({task.answer}).")]
+        out["answer_line"] = [Message.assistant(f"Reasoning...\nAnswer: {task.answer}")]
+    if server == "bunsenbench_chemistry_mcq":
+        option = md["options"]["ABCDEFGHIJ".index(task.answer)]
+        out["choice_tag"] = [Message.assistant(f"<choice>{option}</choice>")]
+    if server in ("math_with_judge", "polymath"):
+        out["unboxed"] = [Message.assistant(f"The answer is {task.answer}.")]
+    if server == "string_match" and md["extract"] in ("boxed", "final_answer"):
+        try:
+            near = float(task.answer) * 0.995
+        except ValueError:
+            near = None
+        if near is not None:
+            text = f"\\boxed{{{near:g}}}" if md["extract"] == "boxed" else f"Final answer: {near:g}"
+            out["near_miss"] = [Message.assistant(text)]
+    if server == "hotpotqa_qa" and task.answer == "Ed Wood":
+        out["in_word"] = [Message.assistant('{"answer": "Ed Woodward"}')]
+    if server == "xlam_fc":
+        calls = [
+            ToolCall(
+                id=f"call_{i}",
+                name=c["name"],
+                arguments=json.dumps({**c["arguments"], **({"verbose": True} if i == 0 else {})}),
+            )
+            for i, c in enumerate(task.answer)
+        ]
+        out["extra_argument"] = [Message.assistant(tool_calls=tuple(calls))]
+    if server == "graphwalks" and task.answer:
+        out["quoted"] = [
+            Message.assistant("Final Answer: [" + ", ".join(f'"{n}"' for n in task.answer) + "]")
+        ]
+    if server == "arc_agi":
+        out["restated"] = [
+            Message.assistant(
+                f"The test input is {json.dumps(md['test_input'])}. Applying the "
+                f"rule gives {json.dumps(task.answer)}"
+            )
+        ]
+    if server == "calendar":
+        final = env.oracle(task)[0].content
+        draft = json.dumps(
+            [{"event_id": 0, "event_name": "x", "start_time": "09:00", "duration": 5}]
+        )
+        out["draft_then_final"] = [
+            Message.assistant(f"First draft: {draft}\nFinal calendar: {final}")
+        ]
+    if server == "instruction_following":
+        follows, breaks = IF_REPLIES[task.id]
+        out["follows"], out["breaks"] = [Message.assistant(follows)], [Message.assistant(breaks)]
+        if task.id == "instruction_following-1":
+            out["lowercase_ok"] = [
+                Message.assistant(
+                    "Add an index on the urid column.\n* Index urid\n* Index draftid\n"
+                    "* Avoid select star\n"
+                    "* Filter early\n* Check the plan\n***\nThese steps speed up queries."
+                )
+            ]
+    return out
+
+
+@dataclass
+class Case:
+    server: str
+    task_id: str
+    reply: str
+    ours: float | None
+    maximum: float
+    response: dict[str, Any]
+    row: dict[str, Any]
+
+
+def documented(case: Case) -> tuple[float | None, float, str] | None:
+    return DIFFERENCES.get((case.server, case.reply, case.task_id)) or DIFFERENCES.get(
+        (case.server, case.reply, "*")
+    )
+
+
+async def _cases(server: str) -> list[Case]:
+    env = ng.load(DATA / f"{server}.jsonl", server=server, **env_options(server))
+    cases = []
+    for task in env.tasks():
+        replies = variants(server, env, task)
+        oracle = env.oracle(task)
+        if oracle is not None:
+            replies["oracle"] = oracle
+        if server != "instruction_following":
+            replies["wrong"] = env.wrong(task)
+        for reply, turns in replies.items():
+            done = await gym.rollout(env, gym.models.ScriptedModel(turns), task)
+            cases.append(
+                Case(
+                    server,
+                    task.id,
+                    reply,
+                    done.reward,
+                    env.oracle_reward(task),
+                    ng.to_row(done)["response"],
+                    task.metadata["nemo_gym"]["row"],
+                )
+            )
+    await env.aclose()
+    return cases
+
+
+@pytest.fixture(scope="module")
+def all_cases() -> dict[str, list[Case]]:
+    async def run() -> dict[str, list[Case]]:
+        return {server: await _cases(server) for server in ng.SERVERS}
+
+    return asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def reference(all_cases: dict[str, list[Case]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    if not Path(PYTHON).is_file():
+        pytest.skip(f"no NeMo Gym reference venv at {PYTHON} (set NEMO_GYM_REFERENCE_PYTHON)")
+    cases = [c for server, found in all_cases.items() if ng.SERVERS[server].compared for c in found]
+    results = run_reference([(c.server, c.row, c.response) for c in cases])
+    return {(c.server, c.task_id, c.reply): r for c, r in zip(cases, results, strict=True)}
+
+
+def run_reference(items: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """NeMo Gym's own verdicts on (server, row, response) triples, in order."""
+    payload = "\n".join(
+        json.dumps({"server": server, "row": row, "response": response})
+        for server, row, response in items
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # their nemo_gym, not ours
+    done = subprocess.run(
+        [PYTHON, str(REFERENCE)],
+        input=payload,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd="/",
+    )
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(results) == len(items), done.stderr[-3000:]
+    return results
+
+
+def test_at_least_thirty_servers_are_supported() -> None:
+    assert len(ng.SERVERS) >= 30
+    for name, server in ng.SERVERS.items():
+        assert (DATA / f"{name}.jsonl").is_file(), name
+        assert server.env in gym.registry.names("env"), name
+    assert "Apache License" in (DATA / "LICENSE").read_text()
+
+
+@pytest.mark.parametrize("server", sorted(ng.SERVERS))
+def test_the_rows_run_and_score(server: str, all_cases: dict[str, list[Case]]) -> None:
+    cases = all_cases[server]
+    rows = (DATA / f"{server}.jsonl").read_text().splitlines()
+    assert {c.task_id for c in cases} == {f"{server}-{i}" for i in range(len(rows))}
+    for case in cases:
+        expected = documented(case)
+        if case.reply == "oracle" or case.reply == "follows":
+            assert case.ours == pytest.approx(case.maximum), case
+        elif case.reply in ("wrong", "breaks") and not (expected and expected[0] is None):
+            assert case.ours is not None and case.ours < case.maximum, case
+        if expected is not None and expected[0] is not None and case.ours is not None:
+            assert case.ours == pytest.approx(expected[0]), case
+
+
+@pytest.mark.parametrize("server", sorted(s for s in ng.SERVERS if ng.SERVERS[s].compared))
+def test_rewards_equal_nemo_gyms_own(
+    server: str,
+    all_cases: dict[str, list[Case]],
+    reference: dict[tuple[str, str, str], dict[str, Any]],
+) -> None:
+    for case in all_cases[server]:
+        if (server, case.task_id) in NOT_COMPARABLE:
+            continue
+        theirs = reference[(server, case.task_id, case.reply)]
+        assert "error" not in theirs, (case.task_id, case.reply, theirs)
+        difference = documented(case)
+        if difference is not None:
+            ours, nemo, _ = difference
+            assert (case.ours, theirs["reward"]) == (
+                pytest.approx(ours) if ours is not None else None,
+                pytest.approx(nemo),
+            ), case
+        else:
+            assert case.ours == pytest.approx(theirs["reward"]), (
+                case.task_id,
+                case.reply,
+                case.ours,
+                theirs,
+            )
+
+
+def test_every_difference_is_exercised_and_documented(all_cases: dict[str, list[Case]]) -> None:
+    seen = {
+        (c.server, c.reply, t)
+        for cases in all_cases.values()
+        for c in cases
+        for t in ("*", c.task_id)
+    }
+    page = " ".join(
+        (Path(__file__).resolve().parents[2] / "docs" / "coming-from-nemo-gym.md")
+        .read_text()
+        .split()
+    )
+    for key, (_, _, why) in DIFFERENCES.items():
+        assert key in seen, key
+        assert f"`{key[0]}`" in page and why in page, key
+
+
+def test_case_sensitive_string_match_rows_keep_case() -> None:
+    """The example rows are all case-insensitive; a `case_sensitive` row compares the
+    stripped texts as they are, as NeMo Gym does."""
+    row = json.loads((DATA / "string_match.jsonl").read_text().splitlines()[0])
+    row["case_sensitive"] = True  # expected_answer "Paris", extraction_mode "boxed"
+    env = ng.load([row], server="string_match")
+    task = next(iter(env.tasks()))
+
+    async def score(text: str) -> tuple[float | None, dict[str, Any]]:
+        done = await gym.rollout(env, gym.models.ScriptedModel([text]), task)
+        return done.reward, ng.to_row(done)["response"]
+
+    replies = {"same": "\\boxed{Paris}", "lower": "\\boxed{paris}", "spaced": "\\boxed{ Paris }"}
+    ours = {k: asyncio.run(score(v)) for k, v in replies.items()}
+    assert {k: r for k, (r, _) in ours.items()} == {"same": 1.0, "lower": 0.0, "spaced": 1.0}
+    if Path(PYTHON).is_file():
+        theirs = run_reference([("string_match", row, resp) for _, resp in ours.values()])
+        assert [t["reward"] for t in theirs] == [r for r, _ in ours.values()]
+
+
+def test_every_server_has_a_row_in_the_page() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "coming-from-nemo-gym.md").read_text()
+    for name, server in ng.SERVERS.items():
+        assert f"| `{name}` | `{server.env}` |" in page, name
+
+
+def test_to_rows_writes_nemo_gym_result_rows(all_cases: dict[str, list[Case]]) -> None:
+    async def run() -> list[dict[str, Any]]:
+        env = ng.load(DATA / "xlam_fc.jsonl", server="xlam_fc")
+        task = next(iter(env.tasks()))
+        done = await gym.rollout(env, gym.models.ScriptedModel(env.oracle(task)), task)
+        failed = await gym.rollout(env, gym.models.ScriptedModel([]), task)
+        return list(ng.to_rows([done, failed]))
+
+    ok, failed = asyncio.run(run())
+    source = json.loads((DATA / "xlam_fc.jsonl").read_text().splitlines()[0])
+    assert {k: ok[k] for k in source} == source  # the row unchanged, the result added
+    assert ok["reward"] == 1.0 and ok["mask_sample"] is False
+    calls = [i for i in ok["response"]["output"] if i["type"] == "function_call"]
+    assert [c["name"] for c in calls] == [a["name"] for a in source["expected_answers"]]
+    assert (
+        failed["reward"] is None
+        and failed["mask_sample"] is True
+        and failed["failure_kind"] == "model"
+    )
+
+
+def test_own_rollouts_become_rows_too() -> None:
+    env = gym.make("arithmetic")
+    task = next(iter(env.tasks(limit=1)))
+    done = asyncio.run(gym.rollout(env, gym.models.ScriptedModel(env.oracle(task)), task))
+    (row,) = ng.to_rows([done])
+    assert row["responses_create_params"]["input"][0]["content"] == task.prompt
+    assert row["response"]["output"][0]["content"][0]["text"] == env.oracle(task)[0].content
+    assert row["reward"] == 1.0
+
+
+def test_bad_rows_are_clear_errors(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(
+        '{"responses_create_params": {"input": []}, "options": [{"A": "x"}, {"B": "y"}], '
+        '"expected_answer": "A"}\n'
+    )
+    with pytest.raises(
+        gym.errors.ConfigError, match=r"rows\.jsonl:1: responses_create_params\.input"
+    ):
+        ng.load(path, server="mcqa")
+    path.write_text('{"responses_create_params": {"input": "hi"}}\n')
+    with pytest.raises(
+        gym.errors.ConfigError, match=r"rows\.jsonl:1: missing field 'expected_answer'"
+    ):
+        ng.load(path, server="mcqa")
+    with pytest.raises(gym.errors.ConfigError, match="unsupported NeMo Gym server 'nope'"):
+        ng.load(path, server="nope")
+
+
+def test_a_verifier_past_its_deadline_is_a_failure_not_a_zero() -> None:
+    """NeMo Gym's math_with_judge scores a math-verify timeout 0.0; we record a verifier
+    failure (masked in training, counted in the run's failures)."""
+    env = ng.load(DATA / "math_with_judge.jsonl", server="math_with_judge", timeout=0.001)
+    task = list(env.tasks())[1]  # a gold with (2 + sqrt 3)^2016: slow to compare with a number
+    done = asyncio.run(gym.rollout(env, gym.models.ScriptedModel(["\\boxed{0}"]), task))
+    assert not done.ok and done.failure is not None
+    assert (done.failure.kind, done.failure.code) == ("verifier", "verifier_timeout")
+    assert done.reward is None

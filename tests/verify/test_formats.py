@@ -1,0 +1,156 @@
+"""Structured documents: parsing the five formats, finding a document in a reply, key paths,
+strict schemas, and scoring through `DocumentVerifier`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nemo_gym as gym
+from nemo_gym.records import Message, ToolCall
+from nemo_gym.verify.formats import (
+    DocumentVerifier,
+    document_from_paths,
+    dump_document,
+    extract_document,
+    parse_document,
+    path_exists,
+    strict_schema,
+)
+
+_keys = st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True)
+_scalars = st.one_of(
+    st.integers(-(10**6), 10**6),
+    st.text(alphabet="abcdefghij klm", min_size=1, max_size=12).map(str.strip).filter(bool),
+    st.booleans(),
+)
+_tables = st.dictionaries(
+    _keys,
+    st.one_of(_scalars, st.dictionaries(_keys, _scalars, min_size=1, max_size=3)),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_tables, st.sampled_from(["json", "yaml", "toml"]))
+def test_documents_round_trip(value: dict, fmt: str) -> None:
+    assert parse_document(dump_document(value, fmt), fmt) == value
+
+
+@settings(max_examples=40, deadline=None)
+@given(_tables, st.text(alphabet="Here is the answer .", max_size=30))
+def test_a_fenced_document_is_found_in_prose(value: dict, prose: str) -> None:
+    reply = f"{prose}\n```json\n{json.dumps(value)}\n```\nHope it helps."
+    found = extract_document(reply, "json")
+    assert found.ok and found.value == value
+
+
+def test_xml_becomes_the_dicts_xmltodict_would_build() -> None:
+    text = '<book id="7"><title>Dune</title><tag>a</tag><tag>b</tag><note>x<b>y</b></note></book>'
+    assert parse_document(text, "xml") == {
+        "book": {"@id": "7", "title": "Dune", "tag": ["a", "b"], "note": {"b": "y", "#text": "x"}}
+    }
+    with pytest.raises(ValueError):
+        parse_document("<a><b></a>", "xml")
+
+
+def test_csv_needs_a_row_after_the_header() -> None:
+    assert parse_document("a,b\n1,2\n", "csv") == [{"a": "1", "b": "2"}]
+    with pytest.raises(ValueError, match="no CSV rows"):
+        parse_document("one line of prose", "csv")
+
+
+def test_key_paths() -> None:
+    doc = {"r": {"items": [{"n": 1}, {"n": 2}], "@id": "x", "tags": ["a"]}}
+    assert path_exists(doc, "r.items[1].n") and path_exists(doc, "r.items.*.n")
+    assert path_exists(doc, "r.id") and path_exists(doc, "r.@id") and path_exists(doc, "r.tags")
+    assert not path_exists(doc, "r.items[2]") and not path_exists(doc, "r.items.*.m")
+    assert path_exists([{"city": "x"}], "csv::city") and not path_exists(
+        [{"city": "x"}], "csv::town"
+    )
+    assert path_exists({"a.b": {"c": 1}}, "`a.b`.c")
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml", "toml", "xml"])
+def test_documents_built_from_paths_have_them(fmt: str) -> None:
+    paths = ["a.b", "a.list.*.x", "a.list[2].y", "a.@attr"]
+    document = parse_document(dump_document(document_from_paths(paths, fmt), fmt), fmt)
+    assert all(path_exists(document, p) for p in paths)
+
+
+def test_strict_schemas_require_every_property_at_every_depth() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "object", "properties": {"b": {"type": "integer"}}}},
+    }
+    strict = strict_schema(schema)
+    assert strict["required"] == ["a"] and strict["additionalProperties"] is False
+    assert strict["properties"]["a"]["required"] == ["b"]
+    assert "required" not in schema  # a copy
+
+
+async def test_the_verifier_scores_schema_paths_and_format() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    verifier = DocumentVerifier()
+    ok = await gym.testing.verify(
+        verifier,
+        prompt="q",
+        metadata={"format": "yaml", "schema": schema},
+        response="```yaml\nn: 3\n```",
+    )
+    bad = await gym.testing.verify(
+        verifier, prompt="q", metadata={"format": "yaml", "schema": schema}, response="n: three"
+    )
+    assert (ok.reward, bad.reward) == (1.0, 0.0) and bad.metadata["errors"]
+    xml = await gym.testing.verify(
+        verifier,
+        prompt="q",
+        metadata={
+            "format": "xml",
+            "schema": {
+                "type": "object",
+                "properties": {"r": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+            },
+        },
+        response="<r><n>4</n></r>",
+    )
+    assert xml.reward == 1.0  # XML text coerced to the schema's integer
+    paths = await gym.testing.verify(
+        verifier, prompt="q", metadata={"format": "json", "paths": ["a", "b"]}, response='{"a": 1}'
+    )
+    assert paths.reward == pytest.approx(0.6) and paths.components["paths"] == 0.5
+    none = await gym.testing.verify(
+        verifier, prompt="q", metadata={"format": "toml"}, response="= broken"
+    )
+    assert none.reward == 0.0 and none.metadata["extracted_answer"] is None
+
+
+async def test_a_document_can_be_a_tool_calls_arguments() -> None:
+    verifier = DocumentVerifier()
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    md = {
+        "response_mode": "tool_call",
+        "tool_name": "save",
+        "payload_key": "data",
+        "schema": schema,
+    }
+
+    def call(name: str, arguments: dict) -> Message:
+        return Message.assistant(
+            tool_calls=(ToolCall(id="c", name=name, arguments=json.dumps(arguments)),)
+        )
+
+    good = await gym.testing.verify(
+        verifier, prompt="q", metadata=md, response=[call("save", {"data": {"n": 1}})]
+    )
+    other = await gym.testing.verify(
+        verifier, prompt="q", metadata=md, response=[call("load", {"data": {"n": 1}})]
+    )
+    missing = await gym.testing.verify(
+        verifier, prompt="q", metadata=md, response=[call("save", {"n": 1})]
+    )
+    assert (good.reward, other.reward, missing.reward) == (1.0, 0.0, 0.0)
