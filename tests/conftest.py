@@ -1,0 +1,2 @@
+"""Shared test configuration. Its presence puts tests/ on sys.path, so test modules in
+sub-folders can import the helpers beside it (`charpolicy`)."""
