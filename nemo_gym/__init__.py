@@ -49,7 +49,7 @@ from nemo_gym.tools import Tool, tool
 __version__ = "0.1.0"
 
 # Heavier submodules load on first attribute access: `gym.testing`, `gym.verify`, ...
-_LAZY_MODULES = ("testing", "verify", "sandbox")
+_LAZY_MODULES = ("testing", "verify", "sandbox", "training")
 
 
 def __getattr__(name: str) -> Any:

@@ -130,6 +130,10 @@ def _tasks_of(
     return items[:limit] if limit is not None else items
 
 
+def _same_content(a: Task, b: Task) -> bool:
+    return a.model_dump(exclude={"id"}) == b.model_dump(exclude={"id"})
+
+
 class _TaskIndex:
     """Finds the task behind a TRL prompt: TRL hands `rollout_func` prompts only."""
 
@@ -142,7 +146,9 @@ class _TaskIndex:
                 known = self._by_key.get(key)
                 if known is None:
                     self._by_key[key] = task
-                elif known.id != task.id:
+                elif known.id != task.id and not _same_content(known, task):
+                    # Same prompt, different answer or metadata: which one TRL meant is
+                    # unknowable. (The same task under two ids is harmless: the first wins.)
                     self._ambiguous.setdefault(key, [known.id]).append(task.id)
         self.size = len({t.id for t in self._by_key.values()})
 

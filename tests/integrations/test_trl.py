@@ -298,6 +298,14 @@ def test_rollout_func_finds_tasks_or_says_why_not() -> None:
     ambiguous = gym_trl.rollout_func(env, tasks=twins, policy=CharPolicy(adder([3])))
     with pytest.raises(ConfigError, match="'a', 'b' have the same prompt"):
         ambiguous([[{"role": "user", "content": "same"}]], fake_trainer())
+    # The same task under two ids (a generator repeating itself) is not ambiguous.
+    copies = [
+        gym.Task(id="x", prompt="reach 3", answer=3),
+        gym.Task(id="y", prompt="reach 3", answer=3),
+    ]
+    rollout = gym_trl.rollout_func(env, tasks=copies, policy=CharPolicy(adder([3])))
+    rollout([[{"role": "user", "content": "reach 3"}]] * 2, fake_trainer())
+    assert [r.task_id for r in rollout.last_rollouts] == ["x", "x"]
 
 
 def test_rollout_func_handles_a_slice_with_split_and_repeated_groups() -> None:
@@ -316,16 +324,9 @@ def test_rollout_func_handles_a_slice_with_split_and_repeated_groups() -> None:
 # -- GRPOTrainer end to end --------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    transformers = pytest.importorskip("transformers")
-    from nemo_gym.models.local import converted_checkpoint, embedded_gguf_path
-
-    try:
-        directory, _ = converted_checkpoint(embedded_gguf_path())
-    except gym.errors.ModelError as exc:
-        pytest.skip(str(exc))
-    return transformers.AutoTokenizer.from_pretrained(str(directory))
+@pytest.fixture
+def tokenizer(smollm2_tokenizer):
+    return smollm2_tokenizer
 
 
 def tiny_llama(tokenizer, seed: int = 0):
@@ -427,3 +428,99 @@ def test_grpo_trainer_two_steps_with_rollout_func_on_a_tool_environment(
     assert all(r.trajectory.tool_results for r in s.rollout_func.last_rollouts)
     assert all(entry["completions/mean_length"] > 0 for entry in logs)
     assert json.dumps(logs)  # the logged numbers are plain floats
+
+
+class EveryReplyCalls:
+    """A tool format under which any text is a call to `add` (n = its length mod 3).
+
+    A random-weight model writes no `<tool_call>` blocks, so with this format its own
+    replies drive the tool loop: every rollout is multi-turn with real tool results.
+    """
+
+    name = "every-reply-calls"
+
+    def tools_prompt(self, tools):
+        return "Tools: " + ", ".join(t.name for t in tools)
+
+    def render_calls(self, content, calls):
+        return content or ""
+
+    def render_result(self, content):
+        return f"[result {content}]"
+
+    def parse(self, text):
+        n = len(text) % 3
+        return text, (gym.ToolCall(id=f"c{len(text)}", name="add", arguments=f'{{"n": {n}}}'),)
+
+
+def test_grpo_rollouts_follow_the_weights(tokenizer, tmp_path) -> None:
+    """rollout_func with the trainer's own model on a multi-turn tool environment: the
+    second step's rollouts are sampled from the weights the first step produced."""
+    import torch
+    import transformers
+
+    if not hasattr(gym.models, "LivePolicy"):
+        pytest.skip("needs the live-policy adapter (gym.models.LivePolicy)")
+
+    async def even(task: gym.Task, trajectory: gym.Trajectory) -> float:
+        return float(trajectory.final_state["value"] % 2 == 0)  # about half the rollouts
+
+    env = Counter(tasks=4)
+    env.verifier = gym.as_verifier(even)
+    env.harness = gym.harnesses.ToolLoop(max_turns=3)
+    model = tiny_llama(tokenizer)
+    s = gym_trl.spec(
+        env,
+        split="train",
+        policy=lambda trainer: gym.models.LivePolicy(
+            trainer.model, trainer.processing_class, tool_format=EveryReplyCalls()
+        ),
+    )
+    snapshots: list[dict[str, torch.Tensor]] = []
+    calls: list[list[gym.Rollout]] = []
+
+    class Watch(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            snapshots.append({n: p.detach().clone() for n, p in model.named_parameters()})
+            calls.append(list(s.rollout_func.last_rollouts))
+
+    initial = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=s.reward_funcs,
+        args=grpo_config(tmp_path, max_completion_length=6),
+        train_dataset=s.train_dataset,
+        processing_class=tokenizer,
+        rollout_func=s.rollout_func,
+        callbacks=[Watch()],
+    )
+    assert isinstance(gym_trl.trainer_policy(trainer), gym.models.LivePolicy)
+    trainer.train()
+    assert len(calls) == 2
+    first, second = calls
+    # Multi-turn, with the tool results between the turns off the mask.
+    for item in first + second:
+        assert item.ok and len(item.trajectory.model_calls) == 3
+        assert len(item.trajectory.tool_results) == 3
+        sample = gym.training.sample(item)
+        assert (
+            sample.trainable and sample.num_generated < len(sample.token_ids) - sample.prompt_length
+        )
+    # Step 1 changed the weights, and step 2's rollouts were sampled from them: their
+    # behaviour logprobs are those of the weights after step 1, not the initial ones.
+    assert any(not torch.equal(initial[n], snapshots[0][n]) for n in initial)
+
+    def logprobs(weights, rollout):
+        model.load_state_dict(weights, strict=False)
+        sample = gym.training.sample(rollout)
+        ids = torch.tensor([sample.token_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, :-1].float()
+        chosen = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0]
+        mask = torch.tensor(sample.loss_mask[1:], dtype=torch.bool)
+        return chosen[mask], torch.tensor(sample.logprobs[1:])[mask]
+
+    recomputed, behaviour = logprobs(snapshots[0], second[0])
+    assert torch.allclose(recomputed, behaviour, atol=1e-4)
+    stale, _ = logprobs(initial, second[0])
+    assert not torch.allclose(stale, behaviour, atol=1e-4)
