@@ -266,6 +266,16 @@ def _log_components(
     log_metric(f"{name}/masked_fraction", failed / len(rewards) if rewards else 0.0)
 
 
+def _steps_aside(kwargs: Mapping[str, Any]) -> bool:
+    """True for samples whose environment_factory episode owns the reward."""
+    environments = kwargs.get("environments")
+    return (
+        kwargs.get(REWARD_FIELD) is None
+        and environments is not None
+        and all(isinstance(e, _EpisodeBridge) for e in environments)
+    )
+
+
 class _Scorer:
     """What every reward function shares: pass runner rewards through, or verify."""
 
@@ -308,8 +318,7 @@ class _Scorer:
                 None if value is None else Rewards(reward=value, components=dict(parts or {}))
                 for value, parts in zip(passed, components, strict=True)
             ]
-        environments = kwargs.get("environments")
-        if environments is not None and all(isinstance(e, _EpisodeBridge) for e in environments):
+        if _steps_aside(kwargs):
             # environment_factory: the environment owns the reward (get_reward); stepping
             # aside here means nothing is counted twice.
             return [None] * len(completions)
@@ -324,7 +333,8 @@ class _Scorer:
     def finish(
         self, rewards: list[Rewards | None], kwargs: Mapping[str, Any]
     ) -> list[float | None]:
-        _log_components(self.name, rewards, kwargs.get("log_metric"))
+        if not _steps_aside(kwargs):
+            _log_components(self.name, rewards, kwargs.get("log_metric"))
         return [None if r is None else r.reward for r in rewards]
 
 

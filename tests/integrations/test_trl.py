@@ -321,6 +321,18 @@ def test_rollout_func_handles_a_slice_with_split_and_repeated_groups() -> None:
     assert len({r.seed for r in rollout.last_rollouts}) == 5
 
 
+def test_trainer_policy_against_trl_s_vllm_server() -> None:
+    pytest.importorskip("openai")
+    client = SimpleNamespace(base_url="http://127.0.0.1:8000", model="policy")
+    trainer = fake_trainer(
+        use_vllm=True, vllm_mode="server", vllm_generation=SimpleNamespace(vllm_client=client)
+    )
+    policy = gym_trl.trainer_policy(trainer)
+    assert isinstance(policy, gym.models.OpenAIChat)
+    assert policy.return_token_ids and policy.logprobs
+    assert policy.model == "policy"
+
+
 # -- GRPOTrainer end to end --------------------------------------------------------------------
 
 
@@ -524,3 +536,50 @@ def test_grpo_rollouts_follow_the_weights(tokenizer, tmp_path) -> None:
     assert torch.allclose(recomputed, behaviour, atol=1e-4)
     stale, _ = logprobs(initial, second[0])
     assert not torch.allclose(stale, behaviour, atol=1e-4)
+
+
+def test_grpo_trainer_runs_environment_factory_episodes(tokenizer, tmp_path) -> None:
+    """TRL's own tool loop over our bank episodes: every sample's episode is opened by
+    reset(), scored by get_reward() and closed. (A random model calls no tools, so the
+    balances stay put and every reward is a real 0.)"""
+    import copy
+    from pathlib import Path
+
+    template = Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
+    if not template.is_file():
+        pytest.skip(f"this trl has no {template.name}")
+    tool_tokenizer = copy.deepcopy(tokenizer)
+    tool_tokenizer.chat_template = template.read_text()  # ChatML, with tools, as Qwen2.5's
+
+    opened: list[str] = []
+    closed: list[str] = []
+
+    class CountingBank(type(gym.make("bank"))):
+        async def open(self, task):
+            episode = await super().open(task)
+            opened.append(task.id)
+
+            async def note() -> None:
+                closed.append(task.id)
+
+            episode.on_close(note)
+            return episode
+
+    env = CountingBank()
+    s = gym_trl.spec(env, split="train", limit=4)
+    trainer = trl.GRPOTrainer(
+        model=tiny_llama(tokenizer),
+        reward_funcs=s.reward_funcs,
+        args=grpo_config(tmp_path, max_steps=1, max_tool_calling_iterations=2),
+        train_dataset=s.train_dataset,
+        processing_class=tool_tokenizer,
+        environment_factory=s.environment_factory,
+    )
+    trainer.train()
+    (entry,) = [e for e in trainer.state.log_history if "loss" in e]
+    assert entry["rewards/BankEnvironment/mean"] == 0.0
+    # Our reward function stepped aside (None for every sample), so nothing counted twice.
+    assert entry["rewards/nemo_gym_bank/mean"] is None
+    assert "nemo_gym_bank/masked_fraction" not in entry
+    assert len(opened) == 1 + 4  # the probe, then one episode per sample of the step
+    assert sorted(closed) == sorted(opened)
