@@ -505,7 +505,7 @@ class RolloutFunction:
         self._split, self._limit = split, limit
         self._index: _TaskIndex | None = None
         self._policy = policy
-        self._policies: dict[int, Model] = {}
+        self._bound: tuple[Any, Model] | None = None  # (trainer, its policy)
         self.sampling = sampling
         self.concurrency = concurrency
         self.timeout = timeout
@@ -529,11 +529,10 @@ class RolloutFunction:
         factory given or by `trainer_policy`."""
         if isinstance(self._policy, Model):
             return self._policy
-        factory: PolicyFactory = self._policy or trainer_policy
-        key = id(trainer)
-        if key not in self._policies:
-            self._policies[key] = factory(trainer)
-        return self._policies[key]
+        if self._bound is None or self._bound[0] is not trainer:
+            factory: PolicyFactory = self._policy or trainer_policy
+            self._bound = (trainer, factory(trainer))
+        return self._bound[1]
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         policy = self.policy_for(trainer)
