@@ -223,6 +223,16 @@ class _Turns:
         self._reply.set_result(text)
 
 
+class _Turn(NamedTuple):
+    """One sample's part of a step's return."""
+
+    observation: dict[str, str]
+    metadata: Any
+    reward: float
+    terminated: bool
+    answer: str | None
+
+
 @dataclass
 class _Session:
     turns: _Turns
@@ -297,16 +307,13 @@ class NemoGymEnvironment:
                 f"step: {len(message_log_batch)} message logs but {len(metadata)} metadata"
             )
         results = self.loop.run(self._step_all(message_log_batch, metadata))
-        observations, metas, rewards, terminateds, answers = (
-            zip(*results, strict=True) if results else ((),) * 5
-        )
         return EnvironmentReturn(
-            observations=list(observations),
-            metadata=list(metas),
+            observations=[r.observation for r in results],
+            metadata=[r.metadata for r in results],
             next_stop_strings=[None] * len(results),
-            rewards=self._torch.tensor(list(rewards), dtype=self._torch.float32),
-            terminateds=self._torch.tensor(list(terminateds), dtype=self._torch.bool),
-            answers=list(answers),
+            rewards=self._torch.tensor([r.reward for r in results], dtype=self._torch.float32),
+            terminateds=self._torch.tensor([r.terminated for r in results], dtype=self._torch.bool),
+            answers=[r.answer for r in results],
         )
 
     def global_post_process_and_metrics(self, batch: Any) -> tuple[Any, dict[str, float]]:
@@ -340,7 +347,7 @@ class NemoGymEnvironment:
 
     # -- on the loop ------------------------------------------------------------------
 
-    async def _step_all(self, logs: list[list[dict[str, Any]]], metadata: list[Any]) -> list[Any]:
+    async def _step_all(self, logs: list[list[dict[str, Any]]], metadata: list[Any]) -> list[_Turn]:
         await self._reap()
         return list(
             await asyncio.gather(
@@ -348,7 +355,7 @@ class NemoGymEnvironment:
             )
         )
 
-    async def _step_one(self, message_log: list[dict[str, Any]], meta: Any) -> tuple[Any, ...]:
+    async def _step_one(self, message_log: list[dict[str, Any]], meta: Any) -> _Turn:
         if not isinstance(meta, Mapping) or "task" not in meta:
             raise ConfigError(
                 "step: a sample's metadata has no `task`; build the dataset with "
@@ -383,7 +390,7 @@ class NemoGymEnvironment:
         asked = await self._next(session)
         if asked is not None:
             observation = self._continuation(turns, asked)
-            return observation, {**meta, "session": key}, 0.0, False, None
+            return _Turn(observation, {**meta, "session": key}, 0.0, False, None)
         del self._sessions[key]
         return self._finished(session.job.result(), message_log)
 
@@ -420,19 +427,19 @@ class NemoGymEnvironment:
         role = "tool" if added and all(m.role == "tool" for m in added) else "user"
         return {"role": role, "content": glue + full[len(prefix) :]}
 
-    def _finished(self, done: Rollout, message_log: list[dict[str, Any]]) -> tuple[Any, ...]:
+    def _finished(self, done: Rollout, message_log: list[dict[str, Any]]) -> _Turn:
         self._counts["terminated"] += 1
         observation = {"role": "environment", "content": ""}
         if done.ok and done.rewards is not None:
             extracted = done.rewards.metadata.get("extracted_answer")
             answer = None if extracted is None else str(extracted)
-            return observation, None, done.rewards.reward, True, answer
+            return _Turn(observation, None, done.rewards.reward, True, answer)
         self._counts["failed"] += 1
         failure = done.failure
         reason = f"{failure.kind}/{failure.code}: {failure.message}" if failure else "failed"
         self._failed[_fingerprint(message_log)] = reason
         log.warning("rollout of task %s failed (reward 0, to be masked): %s", done.task_id, reason)
-        return observation, None, 0.0, True, None
+        return _Turn(observation, None, 0.0, True, None)
 
     async def _reap(self) -> None:
         now = time.monotonic()
