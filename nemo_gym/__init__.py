@@ -61,7 +61,7 @@ from nemo_gym.tools import Tool, tool
 __version__ = "0.1.0"
 
 # Heavier submodules load on first attribute access: `gym.testing`, `gym.verify`, ...
-_LAZY_MODULES = ("testing", "verify", "sandbox", "analysis", "config", "dataset")
+_LAZY_MODULES = ("testing", "verify", "sandbox", "analysis", "config", "dataset", "training")
 
 
 def __getattr__(name: str) -> Any:

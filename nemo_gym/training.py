@@ -1,0 +1,380 @@
+"""Token-exact training batches from rollouts: ids, loss masks, logprobs, advantages.
+
+```python
+groups = [g async for g in gym.groups(env, policy, tasks=batch, repeats=8)]
+batch = gym.training.build(groups, advantage="grpo")
+tensors = batch.collate(pad_token_id=tokenizer.pad_token_id, padding_side="right")
+loss = -(tensors["advantages"][:, None] * ratio * tensors["loss_mask"]).sum() / ...
+```
+
+Every rollout becomes one `TrainingSample` built on `Trajectory.token_trace()`: the
+exact ids the policy saw and produced across every turn, a loss mask that is 1 only on
+tokens the policy generated, the behaviour logprob of each of those tokens, and the
+span of each model turn. Nothing is re-tokenized here: a rollout whose ids cannot be
+trusted (the backend re-rendered the history, gave no ids, or logprobs that do not line
+up with its ids) and a failed rollout are *excluded*: they keep their row, with an
+all-zero loss mask, advantage 0 and the reason in `TrainingSample.excluded`, and they
+never enter a group's baseline. A failed rollout is masked, never scored 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from nemo_gym.errors import HarnessError, MissingDependency
+from nemo_gym.records import Rollout
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "ADVANTAGES",
+    "AdvantageMethod",
+    "TrainingBatch",
+    "TrainingSample",
+    "build",
+    "collate",
+    "group_advantages",
+    "sample",
+]
+
+AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
+ADVANTAGES: tuple[AdvantageMethod, ...] = ("grpo", "dr_grpo", "rloo")
+"""The advantage estimators `build` and `group_advantages` accept."""
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingSample:
+    """One rollout as training data.
+
+    `token_ids` is the whole multi-turn sequence; `loss_mask[i]` is 1 where the policy
+    generated `token_ids[i]`; `logprobs[i]` is its behaviour logprob there (0.0 off the
+    mask), or `logprobs` is None when the backend reported none. `turns[k]` is the
+    `[start, end)` span of the k-th model turn's generated tokens, `prompt_length` the
+    number of tokens before the first of them. `step_rewards` are the environment's
+    per-step rewards (Gymnasium-style episodes; one per step, in order). `reward` is
+    None for an excluded sample, whose `excluded` says why and whose mask is all zero.
+    """
+
+    task_id: str
+    repeat: int
+    token_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float] | None
+    prompt_length: int
+    turns: tuple[tuple[int, int], ...]
+    reward: float | None
+    components: Mapping[str, float] = field(default_factory=dict)
+    step_rewards: tuple[float, ...] = ()
+    advantage: float = 0.0
+    group: int = 0
+    excluded: str | None = None
+
+    @property
+    def trainable(self) -> bool:
+        """True when this sample contributes to the loss."""
+        return self.excluded is None
+
+    @property
+    def num_generated(self) -> int:
+        """How many tokens the policy generated (the mask's ones)."""
+        return sum(self.loss_mask)
+
+
+def _excluded(rollout: Rollout, reason: str, **tokens: Any) -> TrainingSample:
+    ids = tokens.get("token_ids", [])
+    return TrainingSample(
+        task_id=rollout.task_id,
+        repeat=rollout.repeat,
+        token_ids=ids,
+        loss_mask=[0] * len(ids),
+        logprobs=None,
+        prompt_length=len(ids),
+        turns=(),
+        reward=None,
+        step_rewards=tuple(rollout.trajectory.step_rewards),
+        excluded=reason,
+    )
+
+
+def sample(rollout: Rollout, *, max_length: int | None = None) -> TrainingSample:
+    """The training view of one rollout (advantage 0 until `build` sets it).
+
+    Excluded, with the reason: a failed rollout (`failed: <kind>/<code>`), one that
+    made no model call, a backend that gave no token ids, a history that was
+    re-tokenized, logprobs that do not line up with the completion ids, and, when
+    `max_length` is given, a sequence longer than that (never silently cut).
+    """
+    if not rollout.ok:
+        failure = rollout.failure
+        reason = f"failed: {failure.kind}/{failure.code}" if failure else "failed"
+        return _excluded(rollout, reason)
+    if rollout.rewards is None:
+        return _excluded(rollout, "no reward")
+    calls = [c for c in rollout.trajectory.model_calls if c.response is not None]
+    if not calls:
+        return _excluded(rollout, "no model call")
+    has_logprobs = True
+    for index, call in enumerate(calls):
+        response = call.response
+        assert response is not None
+        if response.prompt_token_ids is None or response.completion_token_ids is None:
+            return _excluded(rollout, f"no token ids: model call {index} carries none")
+        if response.completion_logprobs is None:
+            has_logprobs = False
+        elif len(response.completion_logprobs) != len(response.completion_token_ids):
+            return _excluded(
+                rollout,
+                f"logprobs misaligned: model call {index} has "
+                f"{len(response.completion_logprobs)} logprobs for "
+                f"{len(response.completion_token_ids)} completion tokens",
+            )
+    try:
+        trace = rollout.trajectory.token_trace()
+    except HarnessError as exc:
+        return _excluded(rollout, f"retokenized: {exc}")
+    turns: list[tuple[int, int]] = []
+    position = 0
+    for call in calls:
+        response = call.response
+        assert response is not None
+        start = len(response.prompt_token_ids or ())
+        end = start + len(response.completion_token_ids or ())
+        if start < position:  # token_trace guarantees the prefix; this is belt and braces
+            return _excluded(rollout, "retokenized: turns overlap")
+        turns.append((start, end))
+        position = end
+    if not trace.token_ids or sum(trace.loss_mask) == 0:
+        return _excluded(rollout, "no generated tokens", token_ids=trace.token_ids)
+    if max_length is not None and len(trace.token_ids) > max_length:
+        return _excluded(
+            rollout,
+            f"too long: {len(trace.token_ids)} tokens > max_length={max_length}",
+            token_ids=trace.token_ids,
+        )
+    rewards = rollout.rewards
+    return TrainingSample(
+        task_id=rollout.task_id,
+        repeat=rollout.repeat,
+        token_ids=trace.token_ids,
+        loss_mask=trace.loss_mask,
+        logprobs=trace.logprobs if has_logprobs else None,
+        prompt_length=turns[0][0],
+        turns=tuple(turns),
+        reward=rewards.reward,
+        components=dict(rewards.components),
+        step_rewards=tuple(rollout.trajectory.step_rewards),
+    )
+
+
+def group_advantages(
+    rewards: Sequence[float | None],
+    method: AdvantageMethod = "grpo",
+    *,
+    epsilon: float = 1e-6,
+) -> list[float]:
+    """Advantages of one group's rewards; a None reward (masked) gets 0 and no say.
+
+    - `grpo`: `(r - mean) / (std + epsilon)`, std with Bessel's correction (as TRL and
+      verl compute it); a group of one, or of equal rewards, gets 0.
+    - `dr_grpo`: `r - mean` (Dr. GRPO drops the std; its other change, a constant
+      length normaliser, belongs to the loss).
+    - `rloo`: `r - mean of the others` (leave-one-out baseline); 0 with fewer than two.
+
+    Only the non-None rewards form the baseline.
+    """
+    if method not in ADVANTAGES:
+        raise ValueError(f"unknown advantage method {method!r}; choose from {ADVANTAGES}")
+    valid = [r for r in rewards if r is not None]
+    for value in valid:
+        if not math.isfinite(value):
+            raise ValueError(f"a reward must be finite to compute advantages, got {value!r}")
+    n = len(valid)
+    if n == 0:
+        return [0.0] * len(rewards)
+    mean = math.fsum(valid) / n
+    if method == "grpo":
+        if n < 2:
+            return [0.0] * len(rewards)
+        std = math.sqrt(math.fsum((r - mean) ** 2 for r in valid) / (n - 1))
+        # Equal rewards carry no signal; rounding must not turn them into +-1/epsilon.
+        if std <= 1e-12 * max(1.0, abs(mean)):
+            return [0.0] * len(rewards)
+        return [0.0 if r is None else (r - mean) / (std + epsilon) for r in rewards]
+    if method == "dr_grpo":
+        return [0.0 if r is None else r - mean for r in rewards]
+    if n < 2:
+        return [0.0] * len(rewards)
+    total = math.fsum(valid)
+    return [0.0 if r is None else r - (total - r) / (n - 1) for r in rewards]
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingBatch:
+    """The samples of some groups, with advantages set; `collate` makes tensors."""
+
+    samples: list[TrainingSample]
+    advantage: AdvantageMethod = "grpo"
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    @property
+    def trainable(self) -> list[TrainingSample]:
+        return [s for s in self.samples if s.trainable]
+
+    @property
+    def excluded(self) -> dict[str, int]:
+        """How many samples were excluded, by reason (the part before any ':' detail)."""
+        return dict(Counter(_reason_key(s.excluded) for s in self.samples if s.excluded))
+
+    def metrics(self) -> dict[str, float]:
+        """Numbers worth logging each step: counts, reward mean, tokens, exclusions."""
+        rewards = [s.reward for s in self.samples if s.reward is not None]
+        groups = {s.group for s in self.samples}
+        flat = 0
+        for group in groups:
+            values = [s.reward for s in self.samples if s.group == group and s.reward is not None]
+            if len(values) > 1 and max(values) == min(values):
+                flat += 1
+        out: dict[str, float] = {
+            "samples": float(len(self.samples)),
+            "trainable": float(len(rewards)),
+            "reward_mean": math.fsum(rewards) / len(rewards) if rewards else float("nan"),
+            "generated_tokens": float(sum(s.num_generated for s in self.samples)),
+            "groups_without_signal": float(flat),
+        }
+        for reason, count in self.excluded.items():
+            out[f"excluded/{reason}"] = float(count)
+        return out
+
+    def collate(
+        self,
+        *,
+        pad_token_id: int,
+        padding_side: Literal["left", "right"] = "right",
+        pad_to_multiple_of: int | None = None,
+        drop_excluded: bool = False,
+        device: Any = None,
+    ) -> dict[str, torch.Tensor]:
+        """Padded tensors of these samples; see `collate`."""
+        samples = self.trainable if drop_excluded else self.samples
+        return collate(
+            samples,
+            pad_token_id=pad_token_id,
+            padding_side=padding_side,
+            pad_to_multiple_of=pad_to_multiple_of,
+            device=device,
+        )
+
+
+def _reason_key(reason: str | None) -> str:
+    return (reason or "").split(":", 1)[0]
+
+
+def build(
+    groups: Iterable[Sequence[Rollout]],
+    *,
+    advantage: AdvantageMethod = "grpo",
+    epsilon: float = 1e-6,
+    max_length: int | None = None,
+) -> TrainingBatch:
+    """Samples of every rollout in `groups` (what `gym.groups` yields), with advantages.
+
+    Each group is the repeats of one task; its baseline is computed from its trainable
+    samples only. Sample order follows the input; `TrainingSample.group` is the index
+    of its group.
+    """
+    if advantage not in ADVANTAGES:
+        raise ValueError(f"unknown advantage method {advantage!r}; choose from {ADVANTAGES}")
+    samples: list[TrainingSample] = []
+    for index, group in enumerate(groups):
+        members = [sample(r, max_length=max_length) for r in group]
+        values = group_advantages([m.reward for m in members], advantage, epsilon=epsilon)
+        samples.extend(
+            replace(m, advantage=a, group=index) for m, a in zip(members, values, strict=True)
+        )
+    return TrainingBatch(samples=samples, advantage=advantage)
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise MissingDependency("torch", "local") from exc
+    return torch
+
+
+def collate(
+    samples: Sequence[TrainingSample],
+    *,
+    pad_token_id: int,
+    padding_side: Literal["left", "right"] = "right",
+    pad_to_multiple_of: int | None = None,
+    device: Any = None,
+) -> dict[str, torch.Tensor]:
+    """Pad samples into tensors of shape `[batch, length]` (and `[batch]` per row).
+
+    Returns `input_ids`, `attention_mask` (1 on real tokens), `position_ids` (counted
+    from each row's first real token, 0 on padding), `loss_mask` (1 on generated tokens
+    of trainable rows), `logprobs` (behaviour logprobs on the mask, 0.0 elsewhere),
+    `turn_index` (which model turn generated each token, -1 elsewhere), and per row
+    `advantages`, `rewards` (NaN for excluded rows), `sample_mask` (True where the row
+    trains) and `has_logprobs`. A row with no tokens at all (a rollout that failed
+    before its first model call) holds one attended pad token, so no attention row is
+    empty.
+    """
+    if padding_side not in ("left", "right"):
+        raise ValueError(f"padding_side must be 'left' or 'right', got {padding_side!r}")
+    if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
+        raise ValueError(f"pad_to_multiple_of must be >= 1, got {pad_to_multiple_of}")
+    torch = _torch()
+    lengths = [max(1, len(s.token_ids)) for s in samples]
+    width = max(lengths, default=1)
+    if pad_to_multiple_of:
+        width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+    rows = len(samples)
+    input_ids = torch.full((rows, width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((rows, width), dtype=torch.long)
+    positions = torch.zeros((rows, width), dtype=torch.long)
+    loss_mask = torch.zeros((rows, width), dtype=torch.long)
+    logprobs = torch.zeros((rows, width), dtype=torch.float32)
+    turn_index = torch.full((rows, width), -1, dtype=torch.long)
+    for row, (item, length) in enumerate(zip(samples, lengths, strict=True)):
+        start = width - length if padding_side == "left" else 0
+        span = slice(start, start + length)
+        attention[row, span] = 1
+        positions[row, span] = torch.arange(length)
+        if not item.token_ids:
+            continue
+        input_ids[row, span] = torch.tensor(item.token_ids, dtype=torch.long)
+        if item.trainable:
+            loss_mask[row, span] = torch.tensor(item.loss_mask, dtype=torch.long)
+            if item.logprobs is not None:
+                logprobs[row, span] = torch.tensor(item.logprobs, dtype=torch.float32)
+            for turn, (begin, end) in enumerate(item.turns):
+                turn_index[row, start + begin : start + end] = turn
+    out = {
+        "input_ids": input_ids,
+        "attention_mask": attention,
+        "position_ids": positions,
+        "loss_mask": loss_mask,
+        "logprobs": logprobs,
+        "turn_index": turn_index,
+        "advantages": torch.tensor([s.advantage for s in samples], dtype=torch.float32),
+        "rewards": torch.tensor(
+            [float("nan") if s.reward is None else s.reward for s in samples],
+            dtype=torch.float32,
+        ),
+        "sample_mask": torch.tensor([s.trainable for s in samples], dtype=torch.bool),
+        "has_logprobs": torch.tensor(
+            [s.trainable and s.logprobs is not None for s in samples], dtype=torch.bool
+        ),
+    }
+    if device is not None:
+        out = {name: tensor.to(device) for name, tensor in out.items()}
+    return out

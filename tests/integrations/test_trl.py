@@ -1,0 +1,585 @@
+"""The TRL integration, against the installed `trl` release.
+
+The `GRPOTrainer` tests build a tiny random-weight Llama from a config (the SmolLM2
+tokenizer comes from the embedded GGUF, so nothing is downloaded) and run two
+optimisation steps on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from types import SimpleNamespace
+
+import pytest
+from charpolicy import EOS, CharPolicy, Counter, adder, decode
+
+import nemo_gym as gym
+from nemo_gym.errors import ConfigError, ToolError
+
+trl = pytest.importorskip("trl", reason="the TRL tests need `pip install 'nemo-gym[trl]'`")
+gym_trl = pytest.importorskip("nemo_gym.integrations.trl")
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+async def always(task: gym.Task, trajectory: gym.Trajectory) -> float:
+    return 1.0
+
+
+def fake_trainer(**fields):
+    """What `rollout_func` reads of a GRPOTrainer, for tests that do not train."""
+    tokenizer = SimpleNamespace(eos_token_id=EOS, pad_token_id=0)
+    defaults = dict(
+        temperature=1.0, top_p=1.0, max_completion_length=32, processing_class=tokenizer
+    )
+    return SimpleNamespace(**{**defaults, **fields})
+
+
+# -- dataset -----------------------------------------------------------------------------
+
+
+def test_dataset_has_conversational_prompts_and_the_tasks() -> None:
+    env = gym.make("arithmetic", size=5)
+    data = gym_trl.dataset(env, split="train", limit=3)
+    assert data.column_names == ["prompt", "task_id", "task", "env"]
+    assert len(data) == 3
+    row = data[0]
+    task = gym.Task.model_validate_json(row["task"])
+    assert row["task_id"] == task.id == "arithmetic-train-0"
+    # The harness's system prompt is part of what the model sees.
+    assert row["prompt"][0] == {"role": "system", "content": env.harness.system_prompt}
+    assert row["prompt"][1] == {"role": "user", "content": task.messages[0].content}
+    assert row["env"] == "arithmetic"
+
+
+def test_dataset_refuses_duplicate_task_ids() -> None:
+    tasks = [gym.Task(id="same", prompt="a"), gym.Task(id="same", prompt="b")]
+    env = gym.Env(always, name="dup", tasks=tasks)
+    with pytest.raises(ConfigError, match="positions 0 and 1"):
+        gym_trl.dataset(env, tasks=tasks)
+
+
+# -- reward functions ----------------------------------------------------------------------
+
+
+async def exact(task: gym.Task, trajectory: gym.Trajectory) -> gym.Rewards:
+    if trajectory.final_text == "boom":
+        raise RuntimeError("verifier crashed")
+    right = trajectory.final_text.strip() == task.answer
+    return gym.Rewards(reward=float(right), components={"length": len(trajectory.final_text)})
+
+
+def echo_env() -> gym.Env:
+    tasks = [gym.Task(id=f"t{i}", prompt=f"say {i}", answer=str(i)) for i in range(3)]
+    return gym.Env(exact, name="echo", tasks=tasks)
+
+
+@pytest.mark.parametrize("asynchronous", [True, False])
+async def test_reward_funcs_verify_completions_and_mask_failures(asynchronous, caplog) -> None:
+    env = echo_env()
+    data = gym_trl.dataset(env, split="train")
+    (score,) = gym_trl.reward_funcs(env, asynchronous=asynchronous)
+    assert score.__name__ == "nemo_gym_echo"
+    logged: dict[str, float] = {}
+    completions = [
+        [{"role": "assistant", "content": "0"}],
+        [{"role": "assistant", "content": "7"}],
+        [{"role": "assistant", "content": "boom"}],
+    ]
+    kwargs = dict(
+        prompts=data["prompt"],
+        completions=completions,
+        task=data["task"],
+        task_id=data["task_id"],
+        log_metric=lambda name, value: logged.__setitem__(name, value),
+    )
+    with caplog.at_level(logging.WARNING):
+        if asynchronous:
+            rewards = await score(**kwargs)
+        else:
+            import asyncio
+
+            rewards = await asyncio.to_thread(score, **kwargs)
+    assert rewards == [1.0, 0.0, None]  # a crashed verifier masks the sample
+    assert "verifier crashed" in caplog.text
+    assert logged["nemo_gym_echo/length"] == pytest.approx(1.0)
+    assert logged["nemo_gym_echo/masked_fraction"] == pytest.approx(1 / 3)
+
+
+def test_reward_funcs_plain_text_completions_and_missing_task_column() -> None:
+    env = echo_env()
+    data = gym_trl.dataset(env, split="train")
+    (score,) = gym_trl.reward_funcs(env, asynchronous=False)
+    assert score(prompts=None, completions=["1", "1"], task=data["task"][:2]) == [0.0, 1.0]
+    with pytest.raises(ConfigError, match="no `task` column"):
+        score(prompts=None, completions=["1"])
+
+
+def test_reward_funcs_pass_rollout_rewards_through() -> None:
+    (score,) = gym_trl.reward_funcs(echo_env(), asynchronous=False)
+    logged: dict[str, float] = {}
+    out = score(
+        completions=["x", "y"],
+        nemo_gym_reward=[0.5, None],
+        nemo_gym_components=[{"accounts": 1.0}, {}],
+        log_metric=lambda n, v: logged.__setitem__(n, v),
+    )
+    assert out == [0.5, None]
+    assert logged["nemo_gym_echo/accounts"] == 1.0
+
+
+# -- environment_factory --------------------------------------------------------------------
+
+
+def test_environment_factory_runs_bank_episodes_through_trl_shaped_calls() -> None:
+    from transformers.utils import get_json_schema
+
+    env = gym.make("bank")
+    data = gym_trl.dataset(env, split="train", limit=2)
+    cls = gym_trl.environment_factory(env, split="train")
+    instance = cls()
+    # What TRL's GRPOTrainer sees: reset, get_reward and the tools as public functions.
+    import inspect
+
+    members = {n for n, _ in inspect.getmembers(type(instance), inspect.isfunction)}
+    public = {n for n in members if not n.startswith("_")}
+    assert public == {"reset", "get_reward", "get_balance", "transfer", "deposit", "withdraw"}
+    schema = get_json_schema(instance.transfer)["function"]
+    assert schema["name"] == "transfer"
+    assert schema["description"] == "Move money between two accounts."
+    assert schema["parameters"]["properties"]["amount"]["type"] == "integer"
+    assert set(schema["parameters"]["required"]) == {"from_account", "to_account", "amount"}
+
+    row = data[0]
+    task = gym.Task.model_validate_json(row["task"])
+    assert instance.reset(**row) is None
+    start = task.metadata["initial_balances"]
+    assert instance.get_balance(account="checking") == str(start["checking"])
+    with pytest.raises(KeyError):
+        instance.get_balance(account="nope")  # TRL shows the error to the model
+    # Replay the operations the task asks for, then score the final state.
+    final = task.answer
+    for account in ("checking", "savings", "travel"):
+        delta = final[account] - start[account]
+        if delta > 0:
+            instance.deposit(account=account, amount=delta)
+        elif delta < 0:
+            instance.withdraw(account=account, amount=-delta)
+    assert instance.get_reward() == 1.0
+    assert [r.name for r in instance.tool_results][:2] == ["get_balance", "get_balance"]
+    assert instance.tool_results[1].error is not None
+    # A fresh episode for the next row; doing nothing leaves the balances wrong.
+    instance.reset(**data[1])
+    assert instance.get_reward() == 0.0
+
+
+def test_environment_factory_masks_a_broken_episode() -> None:
+    class Fragile(gym.Env):
+        name = "fragile"
+
+        def tasks(self, split="test", limit=None):
+            return [gym.Task(id="f0", prompt="go")]
+
+        async def open(self, task):
+            @gym.tool
+            async def poke() -> str:
+                """Poke the world."""
+                raise ToolError("the sandbox died")
+
+            return gym.BasicEpisode([poke])
+
+    cls = gym_trl.environment_factory(Fragile(always))
+    instance = cls()
+    instance.reset(task=gym.Task(id="f0", prompt="go").model_dump_json())
+    with pytest.raises(ToolError):
+        instance.poke()
+    assert instance.get_reward() is None
+    with pytest.raises(ConfigError, match="no `task` column"):
+        instance.reset(prompt=[])
+
+
+def test_environment_factory_refuses_tools_that_cannot_be_methods() -> None:
+    class Clash(gym.Env):
+        name = "clash"
+
+        def tasks(self, split="test", limit=None):
+            return [gym.Task(id="c0", prompt="go")]
+
+        async def open(self, task):
+            @gym.tool(name="reset")
+            async def thing() -> str:
+                """A tool named like TRL's reset."""
+                return ""
+
+            return gym.BasicEpisode([thing])
+
+    with pytest.raises(ConfigError, match="reset"):
+        gym_trl.environment_factory(Clash(always))
+
+
+# -- rollout_func ---------------------------------------------------------------------------
+
+
+def test_rollout_func_plays_groups_and_masks_everything_the_policy_did_not_generate() -> None:
+    env = Counter(target=3, tasks=2)
+    data = gym_trl.dataset(env, split="train")
+    plans = {0: [1, 2], 1: [3]}
+    seen_seeds: list[int | None] = []
+
+    def reply(request: gym.ModelRequest) -> gym.Message:
+        seen_seeds.append(request.sampling.seed)
+        return adder(plans[(request.sampling.seed or 0) % 2])(request)
+
+    policy = CharPolicy(reply)
+    rollout = gym_trl.rollout_func(env, policy=policy)
+    prompts = [data["prompt"][0]] * 3 + [data["prompt"][1]] * 3  # num_generations=3
+    out = rollout(prompts, fake_trainer())
+    assert len(out["prompt_ids"]) == len(out["completion_ids"]) == 6
+    assert [r.task_id for r in rollout.last_rollouts] == ["c0"] * 3 + ["c1"] * 3
+    assert [r.repeat for r in rollout.last_rollouts] == [0, 1, 2] * 2
+    for i, item in enumerate(rollout.last_rollouts):
+        calls = item.trajectory.model_calls
+        assert out["prompt_ids"][i] == calls[0].response.prompt_token_ids
+        full = out["prompt_ids"][i] + out["completion_ids"][i]
+        last = calls[-1].response
+        assert full == last.prompt_token_ids + last.completion_token_ids
+        mask = out["env_mask"][i]
+        assert len(mask) == len(out["completion_ids"][i]) == len(out["logprobs"][i])
+        generated = [t for t, m in zip(out["completion_ids"][i], mask, strict=True) if m]
+        assert generated == [t for c in calls for t in c.response.completion_token_ids]
+        off = decode([t for t, m in zip(out["completion_ids"][i], mask, strict=True) if not m])
+        assert "<tool>" in off  # the tool results are not trained on
+        assert out["nemo_gym_reward"][i] == item.reward == 1.0
+        assert out["nemo_gym_turns"][i] == len(calls)
+    # Sampling is the trainer's, and every repeat got its own seed.
+    first = rollout.last_rollouts[0].trajectory.model_calls[0].request.sampling
+    assert (first.temperature, first.max_tokens) == (1.0, 32)
+    assert len({r.seed for r in rollout.last_rollouts}) == 6
+    # The next call samples anew (fresh seeds), as a later visit of a task should.
+    before = {r.seed for r in rollout.last_rollouts}
+    rollout(prompts, fake_trainer())
+    assert before.isdisjoint({r.seed for r in rollout.last_rollouts})
+
+
+def test_rollout_func_masks_failed_and_retokenized_rollouts() -> None:
+    env = Counter(target=3, tasks=2)
+    data = gym_trl.dataset(env, split="train")
+
+    def reply(request: gym.ModelRequest) -> gym.Message:
+        if request.sampling.seed % 2:
+            raise RuntimeError("engine died")
+        return adder([3])(request)
+
+    rollout = gym_trl.rollout_func(env, policy=CharPolicy(reply))
+    out = rollout([data["prompt"][0]] * 4, fake_trainer())
+    statuses = out["nemo_gym_status"]
+    assert "ok" in statuses and any(s.startswith("failed: model") for s in statuses)
+    for status, reward, mask, ids in zip(
+        statuses, out["nemo_gym_reward"], out["env_mask"], out["completion_ids"], strict=True
+    ):
+        if status == "ok":
+            assert reward == 1.0 and sum(mask) > 0
+        else:  # masked: no reward (not 0) and nothing to train on
+            assert reward is None and mask == [0] and ids == [EOS]
+
+    retokenizing = gym_trl.rollout_func(env, policy=CharPolicy(adder([1, 2]), retokenize=True))
+    out = retokenizing([data["prompt"][1]] * 2, fake_trainer())
+    assert all(s.startswith("retokenized") for s in out["nemo_gym_status"])
+    assert out["nemo_gym_reward"] == [None, None]
+
+
+def test_rollout_func_finds_tasks_or_says_why_not() -> None:
+    env = Counter(tasks=1)
+    rollout = gym_trl.rollout_func(env, policy=CharPolicy(adder([3])))
+    with pytest.raises(ConfigError, match="none of the 1 tasks"):
+        rollout([[{"role": "user", "content": "something else"}]], fake_trainer())
+    twins = [gym.Task(id="a", prompt="same", answer=1), gym.Task(id="b", prompt="same", answer=2)]
+    ambiguous = gym_trl.rollout_func(env, tasks=twins, policy=CharPolicy(adder([3])))
+    with pytest.raises(ConfigError, match="'a', 'b' have the same prompt"):
+        ambiguous([[{"role": "user", "content": "same"}]], fake_trainer())
+    # The same task under two ids (a generator repeating itself) is not ambiguous.
+    copies = [
+        gym.Task(id="x", prompt="reach 3", answer=3),
+        gym.Task(id="y", prompt="reach 3", answer=3),
+    ]
+    rollout = gym_trl.rollout_func(env, tasks=copies, policy=CharPolicy(adder([3])))
+    rollout([[{"role": "user", "content": "reach 3"}]] * 2, fake_trainer())
+    assert [r.task_id for r in rollout.last_rollouts] == ["x", "x"]
+
+
+def test_rollout_func_handles_a_slice_with_split_and_repeated_groups() -> None:
+    # On several processes a slice can cut a group, and a small dataset can put one
+    # prompt in two groups of one batch: each run of identical prompts is its own group.
+    env = Counter(target=3, tasks=2)
+    data = gym_trl.dataset(env, split="train")
+    a, b = data["prompt"]
+    prompts = [a, b, b, a, a]
+    rollout = gym_trl.rollout_func(env, policy=CharPolicy(adder([3])))
+    rollout(prompts, fake_trainer())
+    assert [r.task_id for r in rollout.last_rollouts] == ["c0", "c1", "c1", "c0", "c0"]
+    assert len({r.seed for r in rollout.last_rollouts}) == 5
+
+
+def test_trainer_policy_against_trl_s_vllm_server() -> None:
+    pytest.importorskip("openai")
+    client = SimpleNamespace(base_url="http://127.0.0.1:8000", model="policy")
+    trainer = fake_trainer(
+        use_vllm=True, vllm_mode="server", vllm_generation=SimpleNamespace(vllm_client=client)
+    )
+    policy = gym_trl.trainer_policy(trainer)
+    assert isinstance(policy, gym.models.OpenAIChat)
+    assert policy.return_token_ids and policy.logprobs
+    assert policy.model == "policy"
+
+
+# -- GRPOTrainer end to end --------------------------------------------------------------------
+
+
+@pytest.fixture
+def tokenizer(smollm2_tokenizer):
+    return smollm2_tokenizer
+
+
+def tiny_llama(tokenizer, seed: int = 0):
+    import torch
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    return transformers.LlamaForCausalLM(config)
+
+
+def grpo_config(tmp_path, **overrides):
+    fields = dict(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=2,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        seed=0,
+    )
+    return trl.GRPOConfig(**{**fields, **overrides})
+
+
+def test_grpo_trainer_two_steps_with_reward_funcs(tokenizer, tmp_path) -> None:
+    import torch
+
+    async def lengthy(task: gym.Task, trajectory: gym.Trajectory) -> gym.Rewards:
+        # Random tokens decode to texts of varying length: a reward with a spread.
+        text = trajectory.final_text
+        return gym.Rewards(reward=len(text) / 40, components={"spaces": text.count(" ")})
+
+    tasks = [gym.Task(id=f"q{i}", prompt=f"Write something about {i}.") for i in range(8)]
+    env = gym.Env(lengthy, name="lengthy", tasks=tasks)
+    s = gym_trl.spec(env, split="train")
+    model = tiny_llama(tokenizer)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=s.reward_funcs,
+        args=grpo_config(tmp_path),
+        train_dataset=s.train_dataset,
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert len(logs) == 2
+    for entry in logs:
+        assert entry["rewards/nemo_gym_lengthy/mean"] > 0
+        assert "nemo_gym_lengthy/spaces" in entry  # named components are logged
+        assert entry["nemo_gym_lengthy/masked_fraction"] == 0.0
+    assert any(not torch.equal(before[n], p) for n, p in model.named_parameters())
+
+
+def test_grpo_trainer_two_steps_with_rollout_func_on_a_tool_environment(
+    tokenizer, tmp_path
+) -> None:
+    """The TRL plumbing of multi-turn rollouts: exact ids, env_mask, pass-through rewards.
+
+    The policy here is scripted (so the rewards vary and the advantages are non-zero);
+    the test with the trainer's own live model is `test_grpo_rollouts_follow_the_weights`.
+    """
+    env = Counter(target=3, tasks=4)
+    plans = {0: [3], 1: [1, 2], 2: [1], 3: [2, 2]}
+
+    def reply(request: gym.ModelRequest) -> gym.Message:
+        return adder(plans[request.sampling.seed % 4])(request)
+
+    s = gym_trl.spec(env, split="train", policy=CharPolicy(reply))
+    trainer = trl.GRPOTrainer(
+        model=tiny_llama(tokenizer),
+        reward_funcs=s.reward_funcs,
+        args=grpo_config(tmp_path),
+        train_dataset=s.train_dataset,
+        processing_class=tokenizer,
+        rollout_func=s.rollout_func,
+    )
+    trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert len(logs) == 2 and s.rollout_func.calls == 2
+    rewards = [r.reward for r in s.rollout_func.last_rollouts]
+    assert set(rewards) <= {0.0, 1.0} and None not in rewards
+    assert all(r.trajectory.tool_results for r in s.rollout_func.last_rollouts)
+    assert all(entry["completions/mean_length"] > 0 for entry in logs)
+    assert json.dumps(logs)  # the logged numbers are plain floats
+
+
+class EveryReplyCalls:
+    """A tool format under which any text is a call to `add` (n = its length mod 3).
+
+    A random-weight model writes no `<tool_call>` blocks, so with this format its own
+    replies drive the tool loop: every rollout is multi-turn with real tool results.
+    """
+
+    name = "every-reply-calls"
+
+    def tools_prompt(self, tools):
+        return "Tools: " + ", ".join(t.name for t in tools)
+
+    def render_calls(self, content, calls):
+        return content or ""
+
+    def render_result(self, content):
+        return f"[result {content}]"
+
+    def parse(self, text):
+        n = len(text) % 3
+        return text, (gym.ToolCall(id=f"c{len(text)}", name="add", arguments=f'{{"n": {n}}}'),)
+
+
+def test_grpo_rollouts_follow_the_weights(tokenizer, tmp_path) -> None:
+    """rollout_func with the trainer's own model on a multi-turn tool environment: the
+    second step's rollouts are sampled from the weights the first step produced."""
+    import torch
+    import transformers
+
+    if not hasattr(gym.models, "LivePolicy"):
+        pytest.skip("needs the live-policy adapter (gym.models.LivePolicy)")
+
+    async def even(task: gym.Task, trajectory: gym.Trajectory) -> float:
+        return float(trajectory.final_state["value"] % 2 == 0)  # about half the rollouts
+
+    env = Counter(tasks=4)
+    env.verifier = gym.as_verifier(even)
+    env.harness = gym.harnesses.ToolLoop(max_turns=3)
+    model = tiny_llama(tokenizer)
+    s = gym_trl.spec(
+        env,
+        split="train",
+        policy=lambda trainer: gym.models.LivePolicy(
+            trainer.model, trainer.processing_class, tool_format=EveryReplyCalls()
+        ),
+    )
+    snapshots: list[dict[str, torch.Tensor]] = []
+    calls: list[list[gym.Rollout]] = []
+
+    class Watch(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            snapshots.append({n: p.detach().clone() for n, p in model.named_parameters()})
+            calls.append(list(s.rollout_func.last_rollouts))
+
+    initial = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=s.reward_funcs,
+        args=grpo_config(tmp_path, max_completion_length=6),
+        train_dataset=s.train_dataset,
+        processing_class=tokenizer,
+        rollout_func=s.rollout_func,
+        callbacks=[Watch()],
+    )
+    assert isinstance(gym_trl.trainer_policy(trainer), gym.models.LivePolicy)
+    trainer.train()
+    assert len(calls) == 2
+    first, second = calls
+    # Multi-turn, with the tool results between the turns off the mask.
+    for item in first + second:
+        assert item.ok and len(item.trajectory.model_calls) == 3
+        assert len(item.trajectory.tool_results) == 3
+        sample = gym.training.sample(item)
+        assert (
+            sample.trainable and sample.num_generated < len(sample.token_ids) - sample.prompt_length
+        )
+    # Step 1 changed the weights, and step 2's rollouts were sampled from them: their
+    # behaviour logprobs are those of the weights after step 1, not the initial ones.
+    assert any(not torch.equal(initial[n], snapshots[0][n]) for n in initial)
+
+    def logprobs(weights, rollout):
+        model.load_state_dict(weights, strict=False)
+        sample = gym.training.sample(rollout)
+        ids = torch.tensor([sample.token_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, :-1].float()
+        chosen = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0]
+        mask = torch.tensor(sample.loss_mask[1:], dtype=torch.bool)
+        return chosen[mask], torch.tensor(sample.logprobs[1:])[mask]
+
+    recomputed, behaviour = logprobs(snapshots[0], second[0])
+    assert torch.allclose(recomputed, behaviour, atol=1e-4)
+    stale, _ = logprobs(initial, second[0])
+    assert not torch.allclose(stale, behaviour, atol=1e-4)
+
+
+def test_grpo_trainer_runs_environment_factory_episodes(tokenizer, tmp_path) -> None:
+    """TRL's own tool loop over our bank episodes: every sample's episode is opened by
+    reset(), scored by get_reward() and closed. (A random model calls no tools, so the
+    balances stay put and every reward is a real 0.)"""
+    import copy
+    from pathlib import Path
+
+    template = Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
+    if not template.is_file():
+        pytest.skip(f"this trl has no {template.name}")
+    tool_tokenizer = copy.deepcopy(tokenizer)
+    tool_tokenizer.chat_template = template.read_text()  # ChatML, with tools, as Qwen2.5's
+
+    opened: list[str] = []
+    closed: list[str] = []
+
+    class CountingBank(type(gym.make("bank"))):
+        async def open(self, task):
+            episode = await super().open(task)
+            opened.append(task.id)
+
+            async def note() -> None:
+                closed.append(task.id)
+
+            episode.on_close(note)
+            return episode
+
+    env = CountingBank()
+    s = gym_trl.spec(env, split="train", limit=4)
+    trainer = trl.GRPOTrainer(
+        model=tiny_llama(tokenizer),
+        reward_funcs=s.reward_funcs,
+        args=grpo_config(tmp_path, max_steps=1, max_tool_calling_iterations=2),
+        train_dataset=s.train_dataset,
+        processing_class=tool_tokenizer,
+        environment_factory=s.environment_factory,
+    )
+    trainer.train()
+    (entry,) = [e for e in trainer.state.log_history if "loss" in e]
+    assert entry["rewards/BankEnvironment/mean"] == 0.0
+    # Our reward function stepped aside (None for every sample), so nothing counted twice.
+    assert entry["rewards/nemo_gym_bank/mean"] is None
+    assert "nemo_gym_bank/masked_fraction" not in entry
+    assert len(opened) == 1 + 4  # the probe, then one episode per sample of the step
+    assert sorted(closed) == sorted(opened)
