@@ -32,7 +32,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import nemo_gym as gym
-from nemo_gym.envs.arithmetic import Arithmetic
+from nemo_gym.envs.math.arithmetic import Arithmetic
 from nemo_gym.integrations import trl as gym_trl
 from nemo_gym.models.local import converted_checkpoint, embedded_gguf_path
 

@@ -38,10 +38,6 @@ def test_notebook_is_stored_without_outputs(path: Path) -> None:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch) -> None:
     nbclient = pytest.importorskip("nbclient")
-    import nemo_gym as gym
-
-    if path.stem in ("c_token_trace", "d_grpo_trl") and not hasattr(gym.models, "LivePolicy"):
-        pytest.skip("needs the live-policy adapter and pluggable tool formats")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("NEMO_GYM_ROOT", str(ROOT))

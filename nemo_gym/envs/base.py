@@ -14,7 +14,7 @@ answer, written the way the prompt asks), `wrong(task)` turns that must earn les
 from __future__ import annotations
 
 import copy
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from nemo_gym.protocols import Harness, Sandbox, Verifier, VerifyFunction, as_verifier
@@ -104,37 +104,51 @@ class Env(Described):
         verifier: Verifier | VerifyFunction,
         *,
         name: str | None = None,
-        tasks: Iterable[Task] | None = None,
+        tasks: Iterable[Task] | Mapping[str, Iterable[Task]] | None = None,
         harness: Harness | None = None,
     ) -> None:
         self.verifier: Verifier = as_verifier(verifier)
         if name is not None:
             self.name = name
-        self._tasks = list(tasks) if tasks is not None else None
+        self._tasks: dict[str, list[Task]] | None = None
+        if isinstance(tasks, Mapping):
+            self._tasks = {str(split): list(items) for split, items in tasks.items()}
+            self.splits = tuple(self._tasks)
+        elif tasks is not None:
+            self._tasks = {"test": list(tasks)}
         if harness is not None:
             self.harness = harness
 
     def tasks(self, split: str = "test", limit: int | None = None) -> Iterable[Task]:
-        """The given tasks (they are the "test" split); subclasses generate or load theirs."""
+        """The given tasks; subclasses generate or load theirs.
+
+        `tasks=[...]` is the "test" split; `tasks={"train": [...], "test": [...]}` names
+        the splits. Asking for a split that was not given is an error, never a silent
+        reuse of evaluation tasks for training.
+        """
         given = self.given_tasks(split, limit)
         if given is None:
             raise NotImplementedError(f"{type(self).__name__} must implement tasks()")
         return given
 
     def given_tasks(self, split: str, limit: int | None) -> list[Task] | None:
-        """The tasks given with `with_tasks` (their split is "test"), or None."""
+        """The tasks given to the constructor or `with_tasks` for `split`, or None."""
         if self._tasks is None:
             return None
-        if split != "test":
+        if split not in self._tasks:
             from nemo_gym.errors import ConfigError
 
+            have = ", ".join(repr(s) for s in self._tasks)
             raise ConfigError(
-                f"{self.name} runs given tasks: they are its 'test' split, not {split!r}"
+                f"{self.name} was given tasks for the split(s) {have}, not {split!r}: pass "
+                f"tasks={{{split!r}: [...], ...}} to name the splits, or ask for one of those"
             )
-        return self._tasks[:limit] if limit is not None else list(self._tasks)
+        chosen = self._tasks[split]
+        return chosen[:limit] if limit is not None else list(chosen)
 
-    def with_tasks(self: _E, tasks: Iterable[Task]) -> _E:
-        """This environment (same options, verifier and spec) over `tasks` instead of its own.
+    def with_tasks(self: _E, tasks: Iterable[Task], *, split: str = "test") -> _E:
+        """This environment (same options, verifier and spec) over `tasks` instead of its
+        own, as its `split` split.
 
         What `nemo_gym.interop` uses to run another library's rows through a built-in
         environment: the rows' tasks carry what the verifier reads.
@@ -142,7 +156,8 @@ class Env(Described):
         from nemo_gym.registry import remember, spec_of
 
         clone = copy.copy(self)
-        clone._tasks = list(tasks)
+        clone._tasks = {split: list(tasks)}
+        clone.splits = (split,)
         remember(clone, spec_of(self, "env"))
         return clone
 

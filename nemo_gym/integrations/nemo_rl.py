@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 from nemo_gym.errors import ConfigError, HarnessError, require
 from nemo_gym.harnesses import opening_messages
 from nemo_gym.integrations.bridge import LoopThread
+from nemo_gym.lifecycle import close_all
 from nemo_gym.protocols import Environment, Harness
 from nemo_gym.records import Message, ModelRequest, ModelResponse, Rollout, Task, ToolSpec
 from nemo_gym.runner import default_harness, rollout
@@ -340,9 +341,11 @@ class NemoGymEnvironment:
         return batch, metrics
 
     def shutdown(self) -> None:
-        """Cancel every paused rollout (closing its episode) and stop the loop."""
+        """Cancel every paused rollout (closing its episode), close the environment, its
+        verifier and the harness, and stop the loop."""
         if self._sessions:
             self.loop.run(self._cancel(list(self._sessions)))
+        self.loop.run(close_all(self.env, self.env.verifier, self.harness))
         self.loop.close()
 
     # -- on the loop ------------------------------------------------------------------

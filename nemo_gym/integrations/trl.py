@@ -44,6 +44,7 @@ from nemo_gym import training
 from nemo_gym.errors import ConfigError, NemoGymError, ToolError, require
 from nemo_gym.harnesses import opening_messages
 from nemo_gym.integrations.bridge import LoopThread, shared_loop
+from nemo_gym.lifecycle import close_all
 from nemo_gym.protocols import Environment, Harness, Model, as_verifier
 from nemo_gym.records import (
     Message,
@@ -433,17 +434,10 @@ def trainer_policy(trainer: Any) -> Model:
 
 
 def _live_policy(trainer: Any) -> Model:
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    from nemo_gym import models
+    from nemo_gym.models.policy import LivePolicy
 
-    try:
-        live = models.LivePolicy  # type: ignore[attr-defined]
-    except AttributeError as exc:
-        raise ConfigError(
-            "rollout_func without vLLM needs the live-policy adapter "
-            "(nemo_gym.models.LivePolicy), which this build lacks; pass policy="
-        ) from exc
-    return live(model, trainer.processing_class)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    return LivePolicy(model, trainer.processing_class)
 
 
 @dataclass
@@ -531,7 +525,9 @@ class RolloutFunction:
             return self._policy
         if self._bound is None or self._bound[0] is not trainer:
             factory: PolicyFactory = self._policy or trainer_policy
-            self._bound = (trainer, factory(trainer))
+            previous, self._bound = self._bound, (trainer, factory(trainer))
+            if previous is not None:  # another trainer's policy: we built it, we close it
+                self.loop.run(close_all(previous[1]))
         return self._bound[1]
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
@@ -563,6 +559,7 @@ class RolloutFunction:
                 seed=seed,
                 sampling=sampling,
                 timeout=self.timeout,
+                keep_open=True,  # the environment lives across training steps (close())
             )
             async for group in stream:
                 for item in group:
@@ -571,6 +568,16 @@ class RolloutFunction:
         if missing:
             raise NemoGymError(f"rollout_func: no rollout came back for batch positions {missing}")
         return placed  # type: ignore[return-value]
+
+    async def aclose(self) -> None:
+        """Close the environment, its verifier and the harness, and a policy built here
+        (never a `Model` handed in, nor the trainer's model). Idempotent."""
+        bound, self._bound = self._bound, None
+        await close_all(self.env, self.env.verifier, self.harness, bound and bound[1])
+
+    def close(self) -> None:
+        """`aclose()` from the trainer's thread (on the integration's loop)."""
+        self.loop.run(self.aclose())
 
     def _format(self, rollouts: list[Rollout], trainer: Any) -> dict[str, list[Any]]:
         tokenizer = getattr(trainer, "processing_class", None)
@@ -992,6 +999,15 @@ class TRLSpec:
             seed=self.seed,
             loop=self.loop,
         )
+
+    def close(self) -> None:
+        """Close what the spec's objects opened: the environment (its pools, sandboxes),
+        its verifier, the harness and a policy the rollout function built. Call it when
+        training ends (`trainer.train()` returned); the objects stay usable."""
+        if "rollout_func" in self.__dict__:
+            self.rollout_func.close()
+        else:
+            self.loop.run(close_all(self.env, self.env.verifier, self.harness))
 
     @cached_property
     def environment_factory(self) -> type[_EpisodeBridge]:

@@ -72,7 +72,7 @@ async def exact(task: gym.Task, trajectory: gym.Trajectory) -> gym.Rewards:
 
 def echo_env() -> gym.Env:
     tasks = [gym.Task(id=f"t{i}", prompt=f"say {i}", answer=str(i)) for i in range(3)]
-    return gym.Env(exact, name="echo", tasks=tasks)
+    return gym.Env(exact, name="echo", tasks={"train": tasks})
 
 
 @pytest.mark.parametrize("asynchronous", [True, False])
@@ -224,12 +224,13 @@ def test_environment_factory_refuses_tools_that_cannot_be_methods() -> None:
 def test_rollout_func_plays_groups_and_masks_everything_the_policy_did_not_generate() -> None:
     env = Counter(target=3, tasks=2)
     data = gym_trl.dataset(env, split="train")
-    plans = {0: [1, 2], 1: [3]}
+    plans = {"reach 3 (task 0)": [1, 2], "reach 3 (task 1)": [3]}
     seen_seeds: list[int | None] = []
 
     def reply(request: gym.ModelRequest) -> gym.Message:
         seen_seeds.append(request.sampling.seed)
-        return adder(plans[(request.sampling.seed or 0) % 2])(request)
+        prompt = next(m.content for m in request.messages if m.role == "user")
+        return adder(plans[prompt])(request)
 
     policy = CharPolicy(reply)
     rollout = gym_trl.rollout_func(env, policy=policy)
@@ -287,6 +288,33 @@ def test_rollout_func_masks_failed_and_retokenized_rollouts() -> None:
     out = retokenizing([data["prompt"][1]] * 2, fake_trainer())
     assert all(s.startswith("retokenized") for s in out["nemo_gym_status"])
     assert out["nemo_gym_reward"] == [None, None]
+
+
+def test_closing_the_spec_closes_what_it_opened() -> None:
+    closed: list[str] = []
+
+    class Owning(Counter):
+        async def aclose(self) -> None:
+            closed.append("env")
+
+    class Built(CharPolicy):
+        async def aclose(self) -> None:
+            closed.append("policy")
+
+    env = Owning(tasks=1)
+    given = CharPolicy(adder([3]))
+    s = gym_trl.spec(env, split="train", policy=given)
+    prompt = s.train_dataset["prompt"][0]
+    s.rollout_func([prompt] * 2, fake_trainer())
+    s.rollout_func([prompt] * 2, fake_trainer())
+    assert closed == []  # environments stay open across steps
+    s.close()
+    assert closed == ["env"]  # a policy handed in is the caller's to close
+    built = gym_trl.spec(Owning(tasks=1), split="train", policy=lambda trainer: Built(adder([3])))
+    built.rollout_func([prompt] * 2, fake_trainer())
+    built.rollout_func([prompt] * 2, fake_trainer())  # another trainer: the old policy closes
+    built.close()
+    assert closed == ["env", "policy", "env", "policy"]
 
 
 def test_rollout_func_finds_tasks_or_says_why_not() -> None:
@@ -388,7 +416,7 @@ def test_grpo_trainer_two_steps_with_reward_funcs(tokenizer, tmp_path) -> None:
         return gym.Rewards(reward=len(text) / 40, components={"spaces": text.count(" ")})
 
     tasks = [gym.Task(id=f"q{i}", prompt=f"Write something about {i}.") for i in range(8)]
-    env = gym.Env(lengthy, name="lengthy", tasks=tasks)
+    env = gym.Env(lengthy, name="lengthy", tasks={"train": tasks})
     s = gym_trl.spec(env, split="train")
     model = tiny_llama(tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -471,9 +499,6 @@ def test_grpo_rollouts_follow_the_weights(tokenizer, tmp_path) -> None:
     import torch
     import transformers
 
-    if not hasattr(gym.models, "LivePolicy"):
-        pytest.skip("needs the live-policy adapter (gym.models.LivePolicy)")
-
     async def even(task: gym.Task, trajectory: gym.Trajectory) -> float:
         return float(trajectory.final_state["value"] % 2 == 0)  # about half the rollouts
 
@@ -532,10 +557,13 @@ def test_grpo_rollouts_follow_the_weights(tokenizer, tmp_path) -> None:
         mask = torch.tensor(sample.loss_mask[1:], dtype=torch.bool)
         return chosen[mask], torch.tensor(sample.logprobs[1:])[mask]
 
+    # Batched, cached sampling and one teacher-forced pass differ by float32 rounding (up
+    # to ~5e-4 here; tests/models/test_policy.py allows 2e-3); the initial weights are
+    # off by ~0.17.
     recomputed, behaviour = logprobs(snapshots[0], second[0])
-    assert torch.allclose(recomputed, behaviour, atol=1e-4)
+    assert torch.allclose(recomputed, behaviour, atol=2e-3)
     stale, _ = logprobs(initial, second[0])
-    assert not torch.allclose(stale, behaviour, atol=1e-4)
+    assert not torch.allclose(stale, behaviour, atol=2e-2)
 
 
 def test_grpo_trainer_runs_environment_factory_episodes(tokenizer, tmp_path) -> None:
