@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import logging
 import time
 import traceback
 import uuid
@@ -54,6 +55,8 @@ __all__ = [
     "rollouts",
     "run_spec",
 ]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONCURRENCY = 32
 """Rollouts in flight when the caller says nothing (API and CLI alike)."""
@@ -188,31 +191,49 @@ async def _run_episode(
     trajectory: Trajectory,
     phase: list[str],
 ) -> None:
-    """Open the episode and run the harness into `trajectory`; `phase[0]` tracks where."""
+    """Open the episode and run the harness into `trajectory`; `phase[0]` tracks where.
+
+    When closing the episode fails after the harness already failed (or was cancelled),
+    the first failure is the rollout's: the close error is added to its message (and
+    logged), never put in its place.
+    """
+    inner: BaseException | None = None  # what ended the harness phase, if anything did
     try:
         episode = await env.open(task)
         async with episode:
             phase[0] = "harness"
-            messages = trajectory.messages
-            tool_results = trajectory.tool_results
-            observations = trajectory.observations
-            events = harness.run(task, episode, policy)
-            async with aclosing(events):  # type: ignore[type-var]
-                async for event in events:
-                    if isinstance(event, Message):
-                        messages.append(event)
-                    elif isinstance(event, ToolResult):
-                        tool_results.append(event)
-                    elif isinstance(event, Observation):
-                        observations.append(event)
-                    else:
-                        raise HarnessError(
-                            f"harness yielded {type(event).__name__}; expected Message, "
-                            "ToolResult or Observation"
-                        )
-            trajectory.final_state = episode.final_state()
+            try:
+                messages = trajectory.messages
+                tool_results = trajectory.tool_results
+                observations = trajectory.observations
+                events = harness.run(task, episode, policy)
+                async with aclosing(events):  # type: ignore[type-var]
+                    async for event in events:
+                        if isinstance(event, Message):
+                            messages.append(event)
+                        elif isinstance(event, ToolResult):
+                            tool_results.append(event)
+                        elif isinstance(event, Observation):
+                            observations.append(event)
+                        else:
+                            raise HarnessError(
+                                f"harness yielded {type(event).__name__}; expected Message, "
+                                "ToolResult or Observation"
+                            )
+                trajectory.final_state = episode.final_state()
+            except BaseException as exc:
+                inner = exc
+                raise
             phase[0] = "close"
     except BaseException as exc:
+        if inner is not None and exc is not inner:
+            # The episode's close raised over the harness's own failure or cancellation.
+            log.warning("closing the episode of task %r failed", task.id, exc_info=exc)
+            if is_interrupt(inner):
+                raise inner from None
+            failure = _failure(inner, "harness")
+            note = f" (closing the episode also failed: {type(exc).__qualname__}: {exc})"
+            raise _Tracked(replace(failure, message=failure.message + note)) from inner
         # A TimeoutError raised by a tool lands here too: only the rollout's own
         # deadline (a cancellation turned into TimeoutError by asyncio.timeout) is a
         # `timeout` failure. Real interrupts and cancellations go on up.
