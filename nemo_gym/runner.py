@@ -22,7 +22,8 @@ import uuid
 from array import array
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import aclosing
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, NamedTuple
 
 from nemo_gym.errors import ConfigError, HarnessError, ModelError, NemoGymError, RolloutTimeout
 from nemo_gym.lifecycle import close_all, is_interrupt
@@ -48,6 +49,8 @@ from nemo_gym.registry import spec_of
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "RolloutKey",
+    "current_rollout",
     "default_harness",
     "derive_seed",
     "groups",
@@ -62,6 +65,27 @@ DEFAULT_CONCURRENCY = 32
 """Rollouts in flight when the caller says nothing (API and CLI alike)."""
 
 _PHASE_KIND = {"open": "environment", "close": "environment", "harness": "harness"}
+
+
+class RolloutKey(NamedTuple):
+    """Which rollout some code runs for: the task id, the repeat, the repeat's seed."""
+
+    task_id: str
+    repeat: int
+    seed: int | None
+
+
+_CURRENT: ContextVar[RolloutKey | None] = ContextVar("nemo_gym.rollout", default=None)
+
+
+def current_rollout() -> RolloutKey | None:
+    """The rollout whose code is running, or None outside one.
+
+    Set by `rollout()` for everything it runs: the environment's `open`, the harness,
+    model calls, tools, the episode's close and the verifier (tasks they start inherit
+    it). For logging, tracing and fault injection (`nemo_gym.testing.faults`).
+    """
+    return _CURRENT.get()
 
 
 def derive_seed(run_seed: int, task_id: str, repeat: int) -> int:
@@ -281,6 +305,7 @@ async def rollout(
     failure: Failure | None = None
     phase = ["open"]
     verify_s = 0.0
+    token = _CURRENT.set(RolloutKey(task.id, repeat, seed))
     try:
         if timeout is None:
             await _run_episode(env, task, harness, policy, trajectory, phase)
@@ -303,6 +328,8 @@ async def rollout(
         if timeout is not None and time.perf_counter() - t0 >= timeout:
             error = RolloutTimeout(f"rollout exceeded its {timeout}s deadline during {phase[0]}")
         failure = _failure(error, phase[0])
+    finally:
+        _CURRENT.reset(token)
     return Rollout(
         run_id=run_id,
         env=env.name,

@@ -371,3 +371,44 @@ async def test_a_close_failure_never_swallows_a_cancellation() -> None:
     job.cancel()
     with pytest.raises(asyncio.CancelledError):
         await job  # not a Rollout recording the close error
+
+
+async def test_current_rollout_names_the_rollout_in_every_phase() -> None:
+    from nemo_gym.runner import RolloutKey, current_rollout
+
+    seen: dict[str, set[RolloutKey | None]] = {}
+
+    def saw(phase: str) -> None:
+        seen.setdefault(phase, set()).add(current_rollout())
+
+    class Watching(gym.Env):
+        name = "watching"
+
+        async def open(self, task: gym.Task) -> gym.BasicEpisode:
+            saw("open")
+            episode = gym.BasicEpisode()
+
+            async def close() -> None:
+                saw("close")
+
+            episode.on_close(close)
+            return episode
+
+    async def verify(task: gym.Task, trajectory: gym.Trajectory) -> float:
+        saw("verify")
+        return 1.0
+
+    def reply(request: gym.ModelRequest) -> str:
+        saw("model")
+        return "x"
+
+    tasks = [gym.Task(id="t0", prompt="p", answer="x")]
+    got = [
+        r
+        async for r in gym.rollouts(
+            Watching(verify, tasks=tasks), ScriptedModel(reply), repeats=2, timeout=5
+        )
+    ]
+    keys = {RolloutKey(r.task_id, r.repeat, r.seed) for r in got}
+    assert all(found == keys for found in seen.values()) and len(seen) == 4
+    assert current_rollout() is None
