@@ -252,7 +252,12 @@ async def _run_episode(
     except BaseException as exc:
         if inner is not None and exc is not inner:
             # The episode's close raised over the harness's own failure or cancellation.
-            log.warning("closing the episode of task %r failed", task.id, exc_info=exc)
+            log.warning(
+                "closing the episode of task %r failed too: %s: %s",
+                task.id,
+                type(exc).__qualname__,
+                exc,
+            )
             if is_interrupt(inner):
                 raise inner from None
             failure = _failure(inner, "harness")
