@@ -181,6 +181,20 @@ def write_atomic(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
+def remove_stale_temp_files(directory: Path) -> list[Path]:
+    """Delete the temporary files a crash in the middle of `write_atomic` left behind.
+
+    They are named `.NAME.XXXXXXXX.tmp` after the file being replaced; nothing reads
+    them, and without this every crash at that moment would leave one more.
+    """
+    removed = []
+    for name in (MANIFEST, METRICS, FAILURES):
+        for stale in directory.glob(f".{name}.*.tmp"):
+            stale.unlink(missing_ok=True)
+            removed.append(stale)
+    return removed
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -395,6 +409,7 @@ async def collect(
     """
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(out)
     spec = run_spec(env, model, harness, sampling=sampling, seed=seed, repeats=repeats, split=split)
     manifest = _check_resume(out / MANIFEST, _manifest(spec, uuid.uuid4().hex[:12], limit))
     write_atomic(out / MANIFEST, json.dumps(manifest, indent=2))
@@ -511,6 +526,7 @@ async def reverify(
     check = as_verifier(verifier)
     out = Path(output) if output is not None else source / "reverified"
     out.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(out)
     for name in (ROLLOUTS, FAILURES):
         (out / name).write_text("")
     if manifest is not None:
