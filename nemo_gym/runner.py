@@ -53,6 +53,7 @@ __all__ = [
     "current_rollout",
     "default_harness",
     "derive_seed",
+    "grouped",
     "groups",
     "rollout",
     "rollouts",
@@ -600,9 +601,18 @@ async def groups(
     whole — never completed from older rows, which a training loop would have sampled
     from an older policy.
     """
-    pending: dict[str, list[Rollout]] = {}
     stream = rollouts(env, model, repeats=repeats, _whole_groups=True, **options)
-    async with aclosing(stream):
+    async with aclosing(grouped(stream, repeats)) as found:
+        async for group in found:
+            yield group
+
+
+async def grouped(stream: AsyncIterator[Rollout], repeats: int) -> AsyncIterator[list[Rollout]]:
+    """The rollouts of `stream` gathered into each task's `repeats`, ordered by repeat,
+    yielded as each group completes; `stream` is closed when this ends. What `groups`
+    does with `rollouts` (and the Ray backend with its own stream)."""
+    pending: dict[str, list[Rollout]] = {}
+    async with aclosing(stream):  # type: ignore[type-var]
         async for item in stream:
             bucket = pending.setdefault(item.task_id, [])
             bucket.append(item)
