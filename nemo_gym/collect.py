@@ -396,6 +396,8 @@ async def collect(
     success_threshold: float = 1.0,
     on_rollout: Callable[[Rollout], None] | None = None,
     keep_open: bool = False,
+    backend: str = "local",
+    workers: int | None = None,
 ) -> RunResult:
     """Run and stream every rollout to `output/rollouts.jsonl`, then compute metrics.
 
@@ -406,7 +408,14 @@ async def collect(
     Metrics come from the file, so file and metrics always agree. `on_rollout` is called
     with each rollout right after its line is written. The environment, its verifier
     and the harness are closed at the end unless `keep_open`.
+
+    `backend="ray"` runs the rollouts on `workers` Ray actors (default 2) instead of
+    this process, and writes them here the same way (`nemo_gym.integrations.ray`).
     """
+    if backend not in ("local", "ray"):
+        raise ConfigError(f"backend must be 'local' or 'ray', got {backend!r}")
+    if workers is not None and backend != "ray":
+        raise ConfigError("workers= needs backend='ray'")
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(out)
@@ -423,22 +432,26 @@ async def collect(
         rollouts_path.open("a", encoding="utf-8") as rollouts_file,
         (out / FAILURES).open("a", encoding="utf-8") as failures_file,
     ):
-        stream = rollouts(
-            env,
-            model,
-            harness=harness,
-            tasks=tasks,
-            split=split,
-            limit=limit,
-            repeats=repeats,
-            concurrency=concurrency,
-            seed=seed,
-            sampling=sampling,
-            timeout=timeout,
-            run_id=manifest["run_id"],
-            skip=done,
-            keep_open=keep_open,
-        )
+        options: dict[str, Any] = {
+            "harness": harness,
+            "tasks": tasks,
+            "split": split,
+            "limit": limit,
+            "repeats": repeats,
+            "concurrency": concurrency,
+            "seed": seed,
+            "sampling": sampling,
+            "timeout": timeout,
+            "run_id": manifest["run_id"],
+            "skip": done,
+            "keep_open": keep_open,
+        }
+        if backend == "ray":  # the same stream, computed on Ray actors
+            from nemo_gym.integrations import ray as ray_backend
+
+            stream = ray_backend.rollouts(env, model, workers=workers or 2, **options)
+        else:
+            stream = rollouts(env, model, **options)
         async with aclosing(stream):
             async for item in stream:
                 _write_line(rollouts_file, rollout_json(item))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -139,6 +140,15 @@ def _eval_run(args: argparse.Namespace) -> int:
     sampling = Sampling(temperature=temperature, max_tokens=args.max_tokens)
     total = args.limit * args.repeats if args.limit is not None else None
     progress = Progress(total)
+    # --ray: the same run on Ray actors, in a session this command opens (or joins).
+    if (args.workers is not None or args.address is not None) and not args.ray:
+        raise ConfigError("--workers and --address need --ray")
+    backend: dict[str, Any] = {"backend": "ray", "workers": args.workers} if args.ray else {}
+    ray_session: Any = contextlib.nullcontext()
+    if args.ray:
+        from nemo_gym.integrations.ray import session
+
+        ray_session = session(args.address)
 
     async def run() -> Any:
         try:
@@ -155,12 +165,14 @@ def _eval_run(args: argparse.Namespace) -> int:
                 timeout=args.timeout,
                 retry_failed=args.retry_failed,
                 on_rollout=progress.update,
+                **backend,
             )
         finally:
             await close_all(model)
 
     try:
-        result = asyncio.run(run())
+        with ray_session:
+            result = asyncio.run(run())
     finally:
         progress.close()
     print(summary(result.metrics, result.output))
@@ -230,6 +242,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--retry-failed", action="store_true", help="on resume, rerun failed rows")
     run.add_argument(
         "--env-option", action="append", default=[], metavar="KEY=VALUE", help="env option"
+    )
+    run.add_argument(
+        "--ray", action="store_true", help="run on Ray actors (pip install 'nemo-gym[ray]')"
+    )
+    run.add_argument("--workers", type=int, help="Ray actors (with --ray; default 2)")
+    run.add_argument(
+        "--address",
+        help="Ray cluster to join (with --ray; default RAY_ADDRESS, else a local one on 127.0.0.1)",
     )
     run.set_defaults(func=_eval_run)
 
