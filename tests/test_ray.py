@@ -292,3 +292,31 @@ def test_gym_eval_run_ray(
         assert cli.main([*argv, "--workers", "2", "--output", str(tmp_path / "b")]) == 2
     finally:
         registry.unregister("env", "echo-synthetic")
+
+
+async def test_a_rollout_that_kills_every_actor_it_runs_on_is_recorded_its_neighbours_are_not(
+    cluster: dict[str, Any],
+) -> None:
+    env, model = Echo(n=40), EchoModel(latency_s=0.01, exit_on=["say 7"])
+    async with gym_ray.RayPool(env, model, workers=2, concurrency=16, max_restarts=4) as pool:
+        got = [r async for r in pool.rollouts()]
+        keys = Counter((r.task_id, r.repeat) for r in got)
+        assert set(keys) == {(f"e{i}", 0) for i in range(40)} and max(keys.values()) == 1
+        [lost] = [r for r in got if not r.ok]
+        assert lost.task_id == "e7"
+        assert (lost.failure.kind, lost.failure.code) == ("environment", "worker_lost")
+        assert "running it alone" in lost.failure.message and lost.reward is None
+        # It killed three actors: with the others, with the redone ones, then alone; the
+        # rollouts that died beside it were redone and are ok.
+        assert pool.restarts_left == 1
+
+
+async def test_when_every_actor_is_gone_the_stream_says_so(cluster: dict[str, Any]) -> None:
+    env, model = Echo(n=40), EchoModel(latency_s=0.01, exit_on=["say 3"])
+    got: list[gym.Rollout] = []
+    with pytest.raises(gym_ray.WorkersLost, match="every Ray actor died"):
+        async with gym_ray.RayPool(env, model, workers=1, concurrency=8, max_restarts=0) as pool:
+            async for rollout in pool.rollouts():
+                got.append(rollout)
+    assert len({(r.task_id, r.repeat) for r in got}) == len(got) < 40
+    assert await no_actors_within(10)

@@ -24,9 +24,11 @@ async with gym_ray.RayPool(env, model, workers=8, concurrency=2048) as pool:
 - **Results stream back** as each rollout finishes, in completion order, and the
   driver yields each exactly once (`collect` writes them through its one writer).
 - **A killed actor loses nothing**: the rollouts it had not returned are handed out
-  again (front of the queue) exactly once; the actor is replaced (`max_restarts`). A
-  rollout whose actor dies a second time is recorded as failed (kind `environment`,
-  code `worker_lost`), so a rollout that kills its process cannot stall the run.
+  again (front of the queue) and delivered exactly once; the actor is replaced
+  (`max_restarts`). A rollout lost a second time runs again alone on an actor kept
+  free for it; if it kills that one too it is recorded as failed (kind
+  `environment`, code `worker_lost`), so a rollout that kills its process cannot
+  stall the run, and the rollouts that died beside it are never marked failed.
 - **Sessions.** An initialised Ray session (a trainer on Ray, a user's `ray.init`) is
   used as it is; otherwise `address=` is connected to, else a local one is started
   bound to 127.0.0.1 with no dashboard and usage stats off, and shut down at the end.
@@ -224,12 +226,14 @@ class _Slot:
     alive: bool = False
     starting: asyncio.Task[None] | None = None
     generation: int = 0  # bumped per actor started in this slot
+    reserved: bool = False  # kept free of other work for a suspect rollout
 
 
 @dataclass(eq=False)
 class _Chunk:
     slot: _Slot
     generation: int = 0
+    alone: bool = False  # a suspect, running with nothing else on its actor
     pending: dict[tuple[str, int], tuple[_Item, int]] = field(default_factory=dict)
     driver: asyncio.Task[None] | None = None
     ref: Any = None
@@ -383,6 +387,7 @@ class RayPool:
             return  # already buried (or its slot holds a newer actor now)
         slot.alive = False
         slot.inflight = 0
+        slot.reserved = False
         with contextlib.suppress(Exception):
             self._ray.kill(slot.actor, no_restart=True)
         self._replace(slot)
@@ -495,10 +500,15 @@ class _Stream:
         self.run_id = run_id
         self.work = work
         self.seed = seed
-        self.redo: deque[tuple[_Item, int]] = deque()  # (item, times lost)
+        self.redo: deque[tuple[_Item, int]] = deque()  # (item, times lost): lost once
+        self.suspects: deque[tuple[_Item, int]] = deque()  # lost twice: run alone
         self.exhausted = False
         self.chunks: set[_Chunk] = set()
         self.events: asyncio.Queue[Any] = asyncio.Queue()
+
+    @property
+    def finished(self) -> bool:
+        return self.exhausted and not self.redo and not self.suspects and not self.chunks
 
     def _next(self) -> tuple[_Item, int] | None:
         if self.redo:
@@ -514,13 +524,20 @@ class _Stream:
         return (task, repeat, seed), 0
 
     def _dispatch(self) -> None:
-        """Top every live actor up to its share, in chunks, least loaded first."""
+        """Run each suspect alone on an actor kept free for it; top every other live
+        actor up to its share, in chunks, least loaded first."""
         pool = self.pool
+        live = [s for s in pool.slots if s.alive]
+        if self.suspects and live and not any(s.reserved for s in live):
+            min(live, key=lambda s: s.inflight).reserved = True  # drains, then hosts one
+        for slot in live:
+            if slot.reserved and slot.inflight == 0 and self.suspects:
+                self._launch(slot, [self.suspects.popleft()], alone=True)
         while True:
-            live = [s for s in pool.slots if s.alive and s.inflight < pool.share]
-            if not live:
+            open_slots = [s for s in live if not s.reserved and s.inflight < pool.share]
+            if not open_slots:
                 return
-            slot = min(live, key=lambda s: s.inflight)
+            slot = min(open_slots, key=lambda s: s.inflight)
             room = pool.share - slot.inflight
             # Wait for room for a whole chunk, unless the work is nearly done.
             if room < min(CHUNK, pool.share) and not (self.exhausted and not self.redo):
@@ -536,8 +553,8 @@ class _Stream:
                 return
             self._launch(slot, items)
 
-    def _launch(self, slot: _Slot, items: list[tuple[_Item, int]]) -> None:
-        chunk = _Chunk(slot, slot.generation)
+    def _launch(self, slot: _Slot, items: list[tuple[_Item, int]], alone: bool = False) -> None:
+        chunk = _Chunk(slot, slot.generation, alone)
         for item, lost in items:
             chunk.pending[(item[0].id, item[1])] = (item, lost)
         slot.inflight += len(items)
@@ -568,7 +585,7 @@ class _Stream:
         pool = self.pool
         while True:
             self._dispatch()
-            if not self.chunks and (self.exhausted and not self.redo):
+            if self.finished:
                 return
             if not self.chunks and not any(s.alive for s in pool.slots):
                 if not any(s.starting is not None for s in pool.slots):
@@ -589,9 +606,13 @@ class _Stream:
                     yield item
                 continue
             self.chunks.discard(chunk)
+            if chunk.alone and chunk.slot.generation == chunk.generation:
+                chunk.slot.reserved = False
             if kind == "done" and not chunk.pending:
                 continue
-            # The actor died (or the call broke): what it had not returned is redone.
+            # The actor died (or the call broke): what it had not returned is redone —
+            # once with the rest of the work; lost again, alone on an actor; lost there
+            # too, it is that rollout that kills its worker, and it is recorded so.
             why = f"{type(payload).__name__}: {payload}" if payload else "the chunk ended early"
             if kind == "died":
                 pool._bury(chunk.slot, chunk.generation)
@@ -604,15 +625,18 @@ class _Stream:
             else:
                 self._release(chunk, len(chunk.pending))
             for item, lost in chunk.pending.values():
-                if lost >= 1:
+                if chunk.alone:
                     yield _lost(
                         item,
                         self.run_id,
                         self.spec,
                         pool.env.name,
-                        f"the Ray actor running this rollout was lost twice ({why[:500]})",
+                        "the Ray actor running this rollout died three times, the last time "
+                        f"running it alone ({why[:500]})",
                         type(payload).__name__ if payload else "RuntimeError",
                     )
+                elif lost >= 1:
+                    self.suspects.append((item, lost + 1))
                 else:
                     self.redo.appendleft((item, lost + 1))
             chunk.pending.clear()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import re
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -201,16 +202,24 @@ class EchoModel(Described):
     JSON Schema: strings get the number, other types a zero value), then answers.
     Each call sleeps `latency_s` plus up to `jitter_s` more (an I/O-bound policy
     server; the jitter is a hash of the request, so it is the same every run).
+    `exit_on` lists prompts on which the whole process exits at once (`os._exit`): a
+    rollout that kills its worker (an OOM kill, a segfault), for Ray and crash tests.
     """
 
     spec_kind = "model"
 
     def __init__(
-        self, *, latency_s: float = 0.0, jitter_s: float = 0.0, use_tools: bool = True
+        self,
+        *,
+        latency_s: float = 0.0,
+        jitter_s: float = 0.0,
+        use_tools: bool = True,
+        exit_on: Sequence[str] = (),
     ) -> None:
         self.latency_s = latency_s
         self.jitter_s = jitter_s
         self.use_tools = use_tools
+        self.exit_on = frozenset(exit_on)
 
     def _delay(self, request: ModelRequest) -> float:
         if self.jitter_s <= 0:
@@ -224,6 +233,8 @@ class EchoModel(Described):
         if delay > 0:
             await asyncio.sleep(delay)
         first = next((m for m in request.messages if m.role == "user"), None)
+        if first is not None and first.content in self.exit_on:
+            os._exit(17)
         found = _NUMBER.search((first.content or "") if first else "")
         number = found.group(0) if found else "0"
         called = any(m.role == "tool" for m in request.messages)
