@@ -242,3 +242,13 @@ async def test_wire_faults_through_the_real_sdk_match_the_kits_codes(
         assert faults.FAULTS[f"model.{name}"].outcome.matches(got.failure)
     if name in ("server_error", "rate_limited", "timeout", "connection_reset"):
         assert got.trajectory.model_calls[-1].attempts == 2  # retried, as the kit's are
+
+
+def test_the_reliability_page_lists_every_fault() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "reliability.md").read_text()
+    for name in faults.FAULTS:
+        site, _, fault = name.partition(".")
+        section = text[text.index(f"{site} —") :]
+        assert f"`{fault}`" in section[:900], f"docs/reliability.md does not list {name}"

@@ -56,15 +56,15 @@ def descendants(root: int) -> dict[int, str]:
     return found
 
 
-def listening(pids: set[int]) -> list[str]:
-    """Local addresses of the TCP sockets in LISTEN state that `pids` hold."""
-    inodes: set[str] = set()
+def listening(pids: set[int]) -> list[tuple[int, str]]:
+    """(pid, local address) of the TCP sockets in LISTEN state that `pids` hold."""
+    inodes: dict[str, int] = {}
     for pid in pids:
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
                 if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
+                    inodes[target[8:-1]] = pid
         except OSError:
             continue
     found = []
@@ -76,7 +76,7 @@ def listening(pids: set[int]) -> list[str]:
                 if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
                     continue
                 address = fields[1].split(":")[0]
-                found.append(_ip(address, width))
+                found.append((inodes[fields[9]], _ip(address, width)))
     return found
 
 
@@ -111,13 +111,16 @@ def cluster() -> Iterator[dict[str, Any]]:
     assert not ray.is_initialized()
 
 
-def test_the_local_session_listens_on_loopback_only(cluster: dict[str, Any]) -> None:
-    pids = set(descendants(os.getpid())) | {os.getpid()}
-    names = " ".join(descendants(os.getpid()).values())
-    assert "raylet" in names and "gcs_server" in names
-    addresses = listening(pids)
-    assert addresses, "no listening socket found: the check would prove nothing"
-    assert set(addresses) == {"127.0.0.1"}, addresses
+async def test_the_local_session_listens_on_loopback_only(cluster: dict[str, Any]) -> None:
+    async with gym_ray.RayPool(Echo(n=10), EchoModel(), workers=2) as pool:
+        assert len([r async for r in pool.rollouts()]) == 10  # actors up and serving
+        pids = set(descendants(os.getpid())) | {os.getpid()}
+        names = " ".join(descendants(os.getpid()).values())
+        assert "raylet" in names and "gcs_server" in names and "RolloutWorker" in names
+        sockets = listening(pids)
+        workers = {p for p, c in descendants(os.getpid()).items() if "RolloutWorker" in c}
+    assert {pid for pid, _ in sockets} & workers, "no actor socket seen: the check is void"
+    assert {address for _, address in sockets} == {"127.0.0.1"}, sockets
     assert ray.util.get_node_ip_address() == "127.0.0.1"
     with gym_ray.session() as again:  # an initialised session is reused, not replaced
         assert again is ray

@@ -41,7 +41,6 @@ import contextlib
 import json
 import logging
 import os
-import sys
 import time
 import uuid
 from collections import deque
@@ -97,10 +96,6 @@ def session(address: str | None = None, **init_options: Any) -> Iterator[Any]:
     starts outlives it. `init_options` go to `ray.init` (e.g. `num_cpus`) when this
     call starts or connects the session.
     """
-    if "ray" not in sys.modules:
-        # Read when ray is imported: with it off, Ray's "local IP" is 127.0.0.1 and its
-        # gRPC servers listen on loopback only (on Linux it defaults to the LAN address).
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray = _ray()
     if ray.is_initialized():
         yield ray
@@ -128,11 +123,13 @@ def session(address: str | None = None, **init_options: Any) -> Iterator[Any]:
 
 
 def _loopback_only(ray: Any) -> None:
-    """Make Ray's idea of this node's address loopback (see `session`)."""
+    """Make Ray's idea of this node's address loopback, here and in every process the
+    session starts: with the flag off, Ray's "local IP" is 127.0.0.1 and its gRPC
+    servers listen on loopback only (on Linux it defaults to the LAN address)."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read by each process's import
     constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
     if constants is not None and getattr(constants, "ENABLE_RAY_CLUSTER", False):
-        # ray was imported before the variable was set: the flag it read decides.
-        constants.ENABLE_RAY_CLUSTER = False
+        constants.ENABLE_RAY_CLUSTER = False  # this process read it at import already
 
 
 # --------------------------------------------------------------------------- the actor
