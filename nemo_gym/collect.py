@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import os
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import aclosing
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -432,26 +433,23 @@ async def collect(
         rollouts_path.open("a", encoding="utf-8") as rollouts_file,
         (out / FAILURES).open("a", encoding="utf-8") as failures_file,
     ):
-        options: dict[str, Any] = {
-            "harness": harness,
-            "tasks": tasks,
-            "split": split,
-            "limit": limit,
-            "repeats": repeats,
-            "concurrency": concurrency,
-            "seed": seed,
-            "sampling": sampling,
-            "timeout": timeout,
-            "run_id": manifest["run_id"],
-            "skip": done,
-            "keep_open": keep_open,
-        }
-        if backend == "ray":  # the same stream, computed on Ray actors
-            from nemo_gym.integrations import ray as ray_backend
-
-            stream = ray_backend.rollouts(env, model, workers=workers or 2, **options)
-        else:
-            stream = rollouts(env, model, **options)
+        run = rollouts if backend == "local" else _ray_rollouts(workers)  # the same stream
+        stream = run(
+            env,
+            model,
+            harness=harness,
+            tasks=tasks,
+            split=split,
+            limit=limit,
+            repeats=repeats,
+            concurrency=concurrency,
+            seed=seed,
+            sampling=sampling,
+            timeout=timeout,
+            run_id=manifest["run_id"],
+            skip=done,
+            keep_open=keep_open,
+        )
         async with aclosing(stream):
             async for item in stream:
                 _write_line(rollouts_file, rollout_json(item))
@@ -461,6 +459,13 @@ async def collect(
                 if on_rollout is not None:
                     on_rollout(item)
     return RunResult(metrics=_finish(out, metrics, start), output=out, new=new)
+
+
+def _ray_rollouts(workers: int | None) -> Callable[..., AsyncIterator[Rollout]]:
+    """`rollouts`, computed on `workers` Ray actors (`nemo_gym.integrations.ray`)."""
+    from nemo_gym.integrations import ray
+
+    return functools.partial(ray.rollouts, workers=workers or 2)
 
 
 async def _gather(
