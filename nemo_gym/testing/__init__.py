@@ -5,8 +5,10 @@ result = await gym.testing.verify(exact, task=gym.Task(prompt="2+2?", answer="4"
 assert result.reward == 1.0
 ```
 
-`nemo_gym.testing.fakes` (a fake OpenAI server on a mock transport) and
-`nemo_gym.testing.strategies` (hypothesis) are imported on first use, and the pytest
+`nemo_gym.testing.fakes` (a fake OpenAI server on a mock transport),
+`nemo_gym.testing.strategies` (hypothesis), `nemo_gym.testing.faults` (fault injection),
+`nemo_gym.testing.invariants` (the invariant suite) and `nemo_gym.testing.synthetic`
+(an environment and a model of any size) are imported on first use, and the pytest
 plugin (`scripted_model`, `fake_openai`, `gym_task` fixtures) is loaded by pytest itself.
 """
 
@@ -21,11 +23,14 @@ from nemo_gym.records import Message, Rewards, Task, Trajectory
 
 if TYPE_CHECKING:
     from nemo_gym.testing import fakes as fakes
+    from nemo_gym.testing import faults as faults
+    from nemo_gym.testing import invariants as invariants
     from nemo_gym.testing import strategies as strategies
+    from nemo_gym.testing import synthetic as synthetic
 
 __all__ = ["make_task", "trajectory", "verify"]
 
-_LAZY_MODULES = {"fakes", "strategies"}
+_LAZY_MODULES = {"fakes", "faults", "invariants", "strategies", "synthetic"}
 
 
 def make_task(
