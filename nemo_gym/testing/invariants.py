@@ -267,30 +267,40 @@ def _check_row(report: InvariantReport, where: str, row: Mapping[str, Any]) -> N
         report.violate("failed rows have a failure and no reward", f"{name}")
 
 
-def _count_rows(rows: Iterator[Mapping[str, Any]]) -> dict[str, Any]:
-    """The numbers metrics must show, counted here from the rows (no shared code)."""
-    by_kind: Counter[str] = Counter()
-    by_code: Counter[str] = Counter()
-    rewards: list[float] = []
-    tasks: set[int] = set()
-    n = 0
-    for row in rows:
-        n += 1
-        tasks.add(_task_hash(row["task_id"]))
-        if row["status"] == "ok":
-            rewards.append(float(row["rewards"]["reward"]))
-        else:
-            by_kind[row["failure"]["kind"]] += 1
-            by_code[row["failure"]["code"]] += 1
-    return {
-        "n_rollouts": n,
-        "n_ok": len(rewards),
-        "n_failed": n - len(rewards),
-        "n_tasks": len(tasks),
-        "failures_by_kind": dict(by_kind),
-        "failures_by_code": dict(by_code),
-        "reward_mean": math.fsum(rewards) / len(rewards) if rewards else None,
-    }
+class _Counts:
+    """The numbers metrics must show, counted here from the rows (no code shared with
+    `nemo_gym.metrics`), in a few bytes per row."""
+
+    def __init__(self) -> None:
+        self.by_kind: Counter[str] = Counter()
+        self.by_code: Counter[str] = Counter()
+        self.rewards = array("d")
+        self.tasks = array("q")
+        self.n = 0
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        self.n += 1
+        self.tasks.append(_task_hash(str(row.get("task_id"))) - (1 << 63))
+        try:
+            if row["status"] == "ok":
+                self.rewards.append(float(row["rewards"]["reward"]))
+            else:
+                self.by_kind[row["failure"]["kind"]] += 1
+                self.by_code[row["failure"]["code"]] += 1
+        except (KeyError, TypeError, ValueError):
+            pass  # a malformed row: _check_row reports it
+
+    def result(self) -> dict[str, Any]:
+        n_ok = len(self.rewards)
+        return {
+            "n_rollouts": self.n,
+            "n_ok": n_ok,
+            "n_failed": self.n - n_ok,
+            "n_tasks": len(set(self.tasks)),
+            "failures_by_kind": dict(self.by_kind),
+            "failures_by_code": dict(self.by_code),
+            "reward_mean": math.fsum(self.rewards) / n_ok if n_ok else None,
+        }
 
 
 def _compare_metrics(report: InvariantReport, what: str, counted: dict[str, Any], got: Any) -> None:
@@ -509,12 +519,14 @@ async def check_invariants(
         del streamed[:]
         in_file = array("q")
         failed_keys = array("q")
-        for row in _iter_jsonl(out / "rollouts.jsonl"):
+        counts = _Counts()
+        for row in _iter_jsonl(out / "rollouts.jsonl"):  # one pass over the file
             h = key_hash(row["task_id"], row["repeat"])
             in_file.append(h)
             if row.get("status") != "ok":
                 failed_keys.append(h)
             _check_row(report, "file", row)
+            counts.add(row)
         _compare_keys(
             report, "each (task, repeat) exactly once in the file", expected, _sorted(in_file)
         )
@@ -531,7 +543,8 @@ async def check_invariants(
         del failed_keys, sidecar
 
         # Metrics: returned, on disk, and counted here.
-        counted = _count_rows(_iter_jsonl(out / "rollouts.jsonl"))
+        counted = counts.result()
+        del counts
         from nemo_gym.records import RunMetrics
 
         on_disk = RunMetrics.model_validate_json((out / "metrics.json").read_text())
