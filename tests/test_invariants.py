@@ -95,12 +95,18 @@ async def test_it_catches_a_misclassified_failure(monkeypatch: pytest.MonkeyPatc
 
 
 async def test_it_catches_a_leaked_task_and_unbounded_memory() -> None:
-    kept: list[bytes] = []
+    import mmap
+
+    kept: list[mmap.mmap] = []
     leaked: list[asyncio.Task[None]] = []
 
     class Leaky(Echo):
         async def open(self, task: gym.Task) -> gym.BasicEpisode:
-            kept.append(b"x" * 8192)  # every rollout keeps 8 KB forever
+            # Every rollout keeps 16 KB forever, in pages of its own (a heap allocation
+            # could reuse memory freed by earlier tests, and RSS would not move).
+            page = mmap.mmap(-1, 16384)
+            page.write(b"x" * 16384)
+            kept.append(page)
             if task.id == "e3999" and not leaked:  # not in the warm-up run
                 leaked.append(asyncio.create_task(asyncio.sleep(60)))
             return await super().open(task)
@@ -112,6 +118,8 @@ async def test_it_catches_a_leaked_task_and_unbounded_memory() -> None:
     finally:
         for task in leaked:
             task.cancel()
+        for page in kept:
+            page.close()
     assert "no asyncio task left behind" in report.violations
     assert "RSS flat" in report.violations, report
 
