@@ -7,7 +7,16 @@ from typing import Any
 
 from nemo_gym import errors, harnesses, lifecycle, models, registry
 from nemo_gym.catalog import EnvInfo, env_info, list_envs, make, register
-from nemo_gym.collect import RunResult, collect, evaluate, read_rollouts, reverify, run_sync
+from nemo_gym.collect import (
+    Part,
+    RunResult,
+    aggregate,
+    collect,
+    evaluate,
+    read_rollouts,
+    reverify,
+    run_sync,
+)
 from nemo_gym.envs.base import BasicEpisode, Env
 from nemo_gym.metrics import compute_metrics, pass_at_k
 from nemo_gym.protocols import (
@@ -51,7 +60,7 @@ from nemo_gym.tools import Tool, tool
 __version__ = "0.1.0"
 
 # Heavier submodules load on first attribute access: `gym.testing`, `gym.verify`, ...
-_LAZY_MODULES = ("testing", "verify", "sandbox")
+_LAZY_MODULES = ("testing", "verify", "sandbox", "analysis", "config", "dataset")
 
 
 def __getattr__(name: str) -> Any:
@@ -76,6 +85,7 @@ __all__ = [
     "ModelResponse",
     "MultiStepEpisode",
     "Observation",
+    "Part",
     "ResourceLimits",
     "Rewards",
     "Rollout",
@@ -96,6 +106,7 @@ __all__ = [
     "Trajectory",
     "Usage",
     "Verifier",
+    "aggregate",
     "as_verifier",
     "collect",
     "compute_metrics",

@@ -14,13 +14,25 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import itertools
 import json
 import os
+import re
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -28,18 +40,22 @@ from pydantic import ValidationError
 
 from nemo_gym.errors import ConfigError, NemoGymError
 from nemo_gym.lifecycle import close_all, is_interrupt
-from nemo_gym.metrics import MetricsAccumulator, compute_metrics
+from nemo_gym.metrics import Group, MetricsAccumulator, compute_metrics, row_group
 from nemo_gym.protocols import Environment, Harness, Model, Verifier, as_verifier
-from nemo_gym.records import SCHEMA_VERSION, Rewards, Rollout, RunMetrics, RunSpec, Sampling, Task
+from nemo_gym.records import SCHEMA_VERSION, Rewards, Rollout, RunMetrics, Sampling, Task
 from nemo_gym.registry import Spec, build
 from nemo_gym.runner import DEFAULT_CONCURRENCY, _failure, rollouts, run_spec
 
 __all__ = [
     "KNOWN_SCHEMA_VERSIONS",
+    "Part",
     "RunResult",
+    "aggregate",
+    "as_parts",
     "collect",
     "evaluate",
     "iter_rows",
+    "manifest_parts",
     "read_rollouts",
     "reverify",
     "run_sync",
@@ -97,32 +113,70 @@ class RunResult:
 # --------------------------------------------------------------------------- files
 
 
-def numbered_rows(path: Path, start: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, row) for each row of a JSONL file from byte `start`; a bad line
-    raises `ConfigError` naming file and line."""
+def _lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) for each non-blank line of a file from byte `start` to `end`."""
     with path.open("rb") as handle:
         first = 1
         if start:
             handle.seek(start)
             first += _count_lines(path, start)
+        position = start
         for number, line in enumerate(handle, first):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"{path}:{number}: not valid JSON ({exc})") from exc
-            if not isinstance(row, dict):
-                raise ConfigError(f"{path}:{number}: expected a JSON object")
-            for name in ("task_id", "repeat", "status"):
-                if name not in row:
-                    raise ConfigError(f"{path}:{number}: missing field {name!r}")
-            yield number, row
+            position += len(line)
+            if end is not None and position > end:
+                return
+            if line.strip():
+                yield number, line
+
+
+_LAST_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
+
+
+def json_error(text: str, exc: json.JSONDecodeError) -> str:
+    """What is wrong with a line of JSON: the error, its column, and the last field
+    read before it (the field being written when the line broke)."""
+    keys = _LAST_KEY.findall(text[: exc.pos])
+    after = f", after field {keys[-1]!r}" if keys else ""
+    return f"{exc.msg} at column {exc.pos + 1}{after}"
+
+
+def _parse_row(path: Path, number: int, line: bytes) -> dict[str, Any]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        text = line.decode("utf-8", "replace")
+        raise ConfigError(f"{path}:{number}: not valid JSON ({json_error(text, exc)})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}:{number}: not valid JSON ({exc})") from exc
+    if not isinstance(row, dict):
+        raise ConfigError(f"{path}:{number}: expected a JSON object")
+    for name in ("task_id", "repeat", "status"):
+        if name not in row:
+            raise ConfigError(f"{path}:{number}: missing field {name!r}")
+    return row
+
+
+def numbered_rows(
+    path: Path, start: int = 0, *, end: int | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) for each row of a JSONL file from byte `start` (to byte `end`);
+    a bad line raises `ConfigError` naming file and line."""
+    for number, line in _lines(path, start, end):
+        yield number, _parse_row(path, number, line)
 
 
 def _count_lines(path: Path, end: int) -> int:
+    """Newlines in the first `end` bytes, read a block at a time (not all at once: a
+    resumed run's file can be larger than memory)."""
+    count = 0
     with path.open("rb") as handle:
-        return handle.read(end).count(b"\n")
+        while end > 0:
+            block = handle.read(min(end, 1 << 20))
+            if not block:
+                break
+            count += block.count(b"\n")
+            end -= len(block)
+    return count
 
 
 def iter_rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -146,13 +200,19 @@ def read_rollouts(run_dir: str | os.PathLike[str]) -> Iterator[Rollout]:
     Rows of every known schema version are read (v1 rows included); an unknown version
     or a row that is not a `Rollout` raises `ConfigError` naming file, line and field.
     """
+    for _, rollout in _numbered_rollouts(run_dir):
+        yield rollout
+
+
+def _numbered_rollouts(run_dir: str | os.PathLike[str]) -> Iterator[tuple[str, Rollout]]:
+    """(`file:line`, rollout) for each stored rollout, validated."""
     path = Path(run_dir)
     if path.is_dir():
         path = path / ROLLOUTS
     for number, row in numbered_rows(path):
         _check_version(path, number, row)
         try:
-            yield Rollout.model_validate(row)
+            yield f"{path}:{number}", Rollout.model_validate(row)
         except ValidationError as exc:
             error = exc.errors()[0]
             field = ".".join(str(part) for part in error["loc"])
@@ -171,6 +231,9 @@ def write_atomic(path: Path, text: str) -> None:
     """
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes the file private (0600); a run's files get the mode any file
+        # written by this process gets, as rollouts.jsonl does.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -194,6 +257,18 @@ def remove_stale_temp_files(directory: Path) -> list[Path]:
             stale.unlink(missing_ok=True)
             removed.append(stale)
     return removed
+
+
+@functools.cache
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux reports it in /proc)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -281,17 +356,217 @@ def _write_line(handle: IO[str], text: str) -> None:
     handle.flush()
 
 
+# --------------------------------------------------------------------------- parts
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One environment of a run; a mixed run has several, a run with variants one per
+    (environment, variant).
+
+    `harness`, `sampling` and `limit` are this part's (None: the run's). `tasks` replaces
+    `env.tasks(split, limit)`; `source` says where they came from (a file and its hash),
+    and is recorded in `run.json` so a resume must agree. `variant` names a setting the
+    same tasks run under; every rollout of the part carries it as
+    `Rollout.metadata["variant"]`. Within a run, (env name, variant) is unique.
+    """
+
+    env: Environment
+    harness: Harness | None = None
+    sampling: Sampling | None = None
+    limit: int | None = None
+    variant: str | None = None
+    tasks: Iterable[Task] | None = None
+    source: str | None = None
+
+    @property
+    def key(self) -> Group:
+        return (self.env.name, self.variant)
+
+
+def part_label(env: str | None, variant: str | None) -> str:
+    """How a part is named in messages: `env` or `env[variant]`."""
+    return f"{env}" if variant is None else f"{env}[{variant}]"
+
+
+def as_parts(
+    env: Environment | Sequence[Part | Environment],
+    *,
+    harness: Harness | None = None,
+    tasks: Iterable[Task] | None = None,
+    limit: int | None = None,
+    sampling: Sampling | None = None,
+) -> list[Part]:
+    """The parts of a run: one for an environment, else each given (an environment in
+    the list is a part of its own), with the run's harness, limit and sampling filled in
+    where a part has none. Two parts with one (env name, variant) are a `ConfigError`."""
+    if isinstance(env, Sequence) and not isinstance(env, str | bytes):
+        if tasks is not None:
+            raise ConfigError("tasks= is for a run of one environment; give each Part its tasks")
+        given = [item if isinstance(item, Part) else Part(item) for item in env]
+        if not given:
+            raise ConfigError("a run needs at least one environment")
+    else:
+        given = [Part(env, tasks=tasks)]
+    parts = [
+        replace(
+            part,
+            harness=part.harness if part.harness is not None else harness,
+            sampling=part.sampling if part.sampling is not None else sampling,
+            limit=part.limit if part.limit is not None else limit,
+        )
+        for part in given
+    ]
+    seen: set[Group] = set()
+    for part in parts:
+        if part.key in seen:
+            raise ConfigError(
+                f"two parts of this run are {part_label(*part.key)}; give them distinct "
+                "variant names"
+            )
+        seen.add(part.key)
+    return parts
+
+
+def _check_shard(shard: tuple[int, int] | None) -> tuple[int, int] | None:
+    if shard is None:
+        return None
+    index, count = shard
+    if count < 1 or not 0 <= index < count:
+        raise ConfigError(f"shard {index}/{count}: needs 0 <= index < count")
+    return index, count
+
+
+def _part_tasks(
+    part: Part, split: str, shard: tuple[int, int] | None
+) -> tuple[Iterable[Task] | None, int | None]:
+    """The tasks and limit to hand the runner: a shard keeps every `count`-th task of the
+    part's task list (after its limit), so shards of one run are disjoint and cover it."""
+    if shard is None:
+        return part.tasks, part.limit
+    index, count = shard
+    source: Iterable[Task]
+    if part.tasks is None:
+        source = part.env.tasks(split=split, limit=part.limit)
+    else:
+        source = part.tasks if part.limit is None else itertools.islice(part.tasks, part.limit)
+    return (task for position, task in enumerate(source) if position % count == index), None
+
+
+async def _local_stream(
+    parts: Sequence[Part],
+    model: Model,
+    *,
+    run_id: str | None,
+    skip: Mapping[Group, set[tuple[str, int]]],
+    split: str,
+    repeats: int,
+    concurrency: int,
+    seed: int | None,
+    timeout: float | None,
+    keep_open: bool,
+    shard: tuple[int, int] | None,
+    workers: int | None = None,
+) -> AsyncIterator[Rollout]:
+    """The rollouts of every part, one part after the other, each with the runner at
+    full `concurrency`; each rollout tagged with its part's variant. Parts never started
+    (the stream closed early) are closed here unless `keep_open`. With `workers`, each
+    part's rollouts are computed on that many Ray actors (the same stream)."""
+    run = rollouts if workers is None else _ray_rollouts(workers)
+    pending = list(parts)
+    try:
+        while pending:
+            part = pending.pop(0)
+            tasks, limit = _part_tasks(part, split, shard)
+            stream = run(
+                part.env,
+                model,
+                harness=part.harness,
+                tasks=tasks,
+                split=split,
+                limit=limit,
+                repeats=repeats,
+                concurrency=concurrency,
+                seed=seed,
+                sampling=part.sampling,
+                timeout=timeout,
+                run_id=run_id,
+                skip=skip.get(part.key),
+                keep_open=keep_open,
+            )
+            async with aclosing(stream):
+                async for item in stream:
+                    if part.variant is not None:
+                        item.metadata["variant"] = part.variant
+                    yield item
+    finally:
+        if not keep_open and pending:
+            await close_all(*(obj for p in pending for obj in (p.env, p.env.verifier, p.harness)))
+
+
+def _ray_rollouts(workers: int) -> Callable[..., AsyncIterator[Rollout]]:
+    """`rollouts`, computed on `workers` Ray actors (`nemo_gym.integrations.ray`)."""
+    from nemo_gym.integrations import ray
+
+    return functools.partial(ray.rollouts, workers=workers)
+
+
 # --------------------------------------------------------------------------- resume
 
 
-def _manifest(spec: RunSpec, run_id: str, limit: int | None) -> dict[str, Any]:
+def _part_record(
+    part: Part, model: Model, *, seed: int | None, repeats: int, split: str
+) -> dict[str, Any]:
+    spec = run_spec(
+        part.env,
+        model,
+        part.harness,
+        sampling=part.sampling,
+        seed=seed,
+        repeats=repeats,
+        split=split,
+    )
     return {
+        "env": part.env.name,
+        "variant": part.variant,
+        "spec": spec.model_dump(mode="json"),
+        "limit": part.limit,
+        "source": part.source,
+    }
+
+
+def _manifest(
+    parts: list[dict[str, Any]], run_id: str, shard: tuple[int, int] | None
+) -> dict[str, Any]:
+    manifest: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "created_at": time.time(),
-        "spec": spec.model_dump(mode="json"),
-        "limit": limit,
     }
+    if len(parts) == 1:  # what a run of one environment has always said
+        manifest["spec"] = parts[0]["spec"]
+        manifest["limit"] = parts[0]["limit"]
+    manifest["parts"] = parts
+    manifest["shard"] = None if shard is None else {"index": shard[0], "count": shard[1]}
+    return manifest
+
+
+def manifest_parts(
+    manifest: Mapping[str, Any], path: Path | str = MANIFEST
+) -> list[dict[str, Any]]:
+    """The parts a `run.json` lists (one, from its `spec`, for a run written before
+    mixed runs existed); `ConfigError` naming the file when it has neither."""
+    parts = manifest.get("parts")
+    if parts is None:
+        spec = manifest.get("spec")
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{path}: no field 'parts' or 'spec': not a run of this nemo_gym")
+        return [{"env": None, "variant": None, "spec": spec, "limit": manifest.get("limit")}]
+    if not isinstance(parts, list) or not all(
+        isinstance(p, dict) and isinstance(p.get("spec"), dict) for p in parts
+    ):
+        raise ConfigError(f"{path}: field 'parts' must be a list of objects with a 'spec'")
+    return parts
 
 
 def _identity(spec: dict[str, Any]) -> dict[str, Any]:
@@ -305,12 +580,52 @@ def _identity(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _run_identity(manifest: Mapping[str, Any], path: Path, *, shard: bool) -> dict[str, Any]:
+    """What two runs must share to be one run: each part's spec identity (and task
+    source), and — to resume, not to aggregate — the shard."""
+    parts = manifest_parts(manifest, path)
+    try:
+        if len(parts) == 1:
+            identity = _identity(parts[0]["spec"])
+            for name in ("variant", "source"):
+                if parts[0].get(name) is not None:
+                    identity[name] = parts[0][name]
+        else:
+            identity = {
+                "parts": {
+                    part_label(p.get("env"), p.get("variant")): {
+                        **_identity(p["spec"]),
+                        "source": p.get("source"),
+                    }
+                    for p in parts
+                }
+            }
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: field 'spec' is not a run spec: {exc}") from exc
+    if shard:
+        identity["shard"] = manifest.get("shard")
+    return identity
+
+
 def _differences(stored: Any, current: Any, prefix: str) -> Iterator[tuple[str, Any, Any]]:
     if isinstance(stored, dict) and isinstance(current, dict):
         for key in sorted(set(stored) | set(current)):
-            yield from _differences(stored.get(key), current.get(key), f"{prefix}.{key}")
+            name = f"{prefix}.{key}" if prefix else str(key)
+            yield from _differences(stored.get(key), current.get(key), name)
     elif stored != current:
         yield prefix, stored, current
+
+
+def _first_difference(before: dict[str, Any], now: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """The first field two run identities differ in; a different set of parts is named
+    as such, not as a dump of both."""
+    if set(before.get("parts", {})) != set(now.get("parts", {})) and (
+        "parts" in before or "parts" in now
+    ):
+        have = ", ".join(before.get("parts", {})) or "one environment"
+        want = ", ".join(now.get("parts", {})) or "one environment"
+        return "parts", have, want
+    return next(_differences(before, now, ""), None)
 
 
 def _check_resume(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -319,48 +634,61 @@ def _check_resume(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     if stored is None:
         return manifest
     version = stored.get("schema_version", 1)
-    if version != SCHEMA_VERSION or "spec" not in stored:
+    if version != SCHEMA_VERSION or ("spec" not in stored and "parts" not in stored):
         raise ConfigError(
             f"{path}: field 'schema_version' is {version!r} but this nemo_gym writes "
             f"{SCHEMA_VERSION}; the run can be read (gym eval reverify, read_rollouts) "
             "but not resumed: use another output directory"
         )
-    try:
-        before = _identity(stored["spec"])
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: field 'spec' is not a run spec: {exc}") from exc
-    now = _identity(manifest["spec"])
-    for field, old, new in _differences(before, now, "spec"):
+    before = _run_identity(stored, path, shard=True)
+    now = _run_identity(manifest, path, shard=True)
+    difference = _first_difference(before, now)
+    if difference is not None:
+        field, old, new = difference
         raise ConfigError(
-            f"{path}: field {field[5:]!r} is {old!r} in run.json but {new!r} in this run; "
+            f"{path}: field {field!r} is {old!r} in run.json but {new!r} in this run; "
             "use another output directory to start a new run"
         )
     return {**manifest, "run_id": stored["run_id"], "created_at": stored["created_at"]}
 
 
+def _check_row_part(where: str, row: Mapping[str, Any], keys: set[Group]) -> Group:
+    """The part a stored row belongs to; a row of no part of this run is an error."""
+    env, variant = row_group(row, where)
+    if (env, variant) in keys:
+        return env, variant
+    envs = {e for e, _ in keys}
+    if env not in envs:
+        raise ConfigError(
+            f"{where}: field 'env' is {env!r} but this run is of "
+            f"{', '.join(sorted(str(e) for e in envs))}; a run directory holds one run"
+        )
+    variants = sorted(str(v) for e, v in keys if e == env)
+    raise ConfigError(
+        f"{where}: field 'metadata.variant' is {variant!r} but this run's variants of "
+        f"{env!r} are {', '.join(variants)}; a run directory holds one run"
+    )
+
+
 def _scan(
-    run_dir: Path, env_names: set[str], retry_failed: bool, metrics: MetricsAccumulator
-) -> set[tuple[str, int]]:
+    run_dir: Path, keys: set[Group], retry_failed: bool, metrics: MetricsAccumulator
+) -> dict[Group, set[tuple[str, int]]]:
     """Check every stored row, fold it into `metrics`, rewrite the failures sidecar from
-    it, and return the (task id, repeat) pairs that need no new rollout."""
+    it, and return, per part, the (task id, repeat) pairs that need no new rollout."""
     rollouts_path = run_dir / ROLLOUTS
-    done: set[tuple[str, int]] = set()
+    done: dict[Group, set[tuple[str, int]]] = {key: set() for key in keys}
     failure_lines: list[str] = []
     if rollouts_path.exists():
         for number, row in numbered_rows(rollouts_path):
+            where = f"{rollouts_path}:{number}"
             _check_version(rollouts_path, number, row)
-            env = row.get("env")
-            if env not in env_names:
-                raise ConfigError(
-                    f"{rollouts_path}:{number}: field 'env' is {env!r} but this run is of "
-                    f"{', '.join(sorted(env_names))}; a run directory holds one run"
-                )
-            metrics.add(row, f"{rollouts_path}:{number}")
+            key = _check_row_part(where, row, keys)
+            metrics.add(row, where)
             ok = row["status"] == "ok"
             if not ok:
                 failure_lines.append(_failure_line(row))
             if ok or not retry_failed:
-                done.add((row["task_id"], row["repeat"]))
+                done[key].add((row["task_id"], row["repeat"]))
     write_atomic(run_dir / FAILURES, "".join(line + "\n" for line in failure_lines))
     return done
 
@@ -380,7 +708,7 @@ def _finish(run_dir: Path, metrics: MetricsAccumulator, start: int = 0) -> RunMe
 
 
 async def collect(
-    env: Environment,
+    env: Environment | Sequence[Part | Environment],
     model: Model,
     *,
     output: str | os.PathLike[str],
@@ -397,18 +725,26 @@ async def collect(
     success_threshold: float = 1.0,
     on_rollout: Callable[[Rollout], None] | None = None,
     keep_open: bool = False,
+    shard: tuple[int, int] | None = None,
     backend: str = "local",
     workers: int | None = None,
 ) -> RunResult:
     """Run and stream every rollout to `output/rollouts.jsonl`, then compute metrics.
 
+    `env` is an environment, or a list of `Part`s (a mixed run: several environments,
+    or the same tasks under named variants), run one after the other into one run
+    directory; `harness`, `limit` and `sampling` are the defaults of parts that set
+    none. `shard=(index, count)` runs every `count`-th task of each part (from `index`),
+    for runs split across machines and merged with `aggregate`.
+
     Resumes a partial run in the same directory: each (task, repeat) already written is
     skipped (also failed ones, unless `retry_failed`), so no duplicate is written; the
-    run must be the same run (`run.json`: env, model, harness, sampling, seed, repeats,
-    split, schema version), else `ConfigError` names the field and both values.
-    Metrics come from the file, so file and metrics always agree. `on_rollout` is called
-    with each rollout right after its line is written. The environment, its verifier
-    and the harness are closed at the end unless `keep_open`.
+    run must be the same run (`run.json`: each part's env, model, harness, sampling,
+    seed, repeats, split and task source, the shard, the schema version), else
+    `ConfigError` names the field and both values. Metrics come from the file, so file
+    and metrics always agree. `on_rollout` is called with each rollout right after its
+    line is written. The environments, their verifiers and the harnesses are closed at
+    the end unless `keep_open`.
 
     `backend="ray"` runs the rollouts on `workers` Ray actors (default 2) instead of
     this process, and writes them here the same way (`nemo_gym.integrations.ray`).
@@ -420,35 +756,34 @@ async def collect(
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(out)
-    spec = run_spec(env, model, harness, sampling=sampling, seed=seed, repeats=repeats, split=split)
-    manifest = _check_resume(out / MANIFEST, _manifest(spec, uuid.uuid4().hex[:12], limit))
+    parts = as_parts(env, harness=harness, tasks=tasks, limit=limit, sampling=sampling)
+    shard = _check_shard(shard)
+    records = [_part_record(part, model, seed=seed, repeats=repeats, split=split) for part in parts]
+    manifest = _check_resume(out / MANIFEST, _manifest(records, uuid.uuid4().hex[:12], shard))
     write_atomic(out / MANIFEST, json.dumps(manifest, indent=2))
     rollouts_path = out / ROLLOUTS
     _repair_tail(rollouts_path)
     metrics = MetricsAccumulator(success_threshold=success_threshold)
-    done = _scan(out, {env.name}, retry_failed, metrics)
+    done = _scan(out, {part.key for part in parts}, retry_failed, metrics)
     start = rollouts_path.stat().st_size if rollouts_path.exists() else 0
     new = 0
     with (
         rollouts_path.open("a", encoding="utf-8") as rollouts_file,
         (out / FAILURES).open("a", encoding="utf-8") as failures_file,
     ):
-        run = rollouts if backend == "local" else _ray_rollouts(workers)  # the same stream
-        stream = run(
-            env,
+        stream = _local_stream(
+            parts,
             model,
-            harness=harness,
-            tasks=tasks,
+            run_id=manifest["run_id"],
+            skip=done,
             split=split,
-            limit=limit,
             repeats=repeats,
             concurrency=concurrency,
             seed=seed,
-            sampling=sampling,
             timeout=timeout,
-            run_id=manifest["run_id"],
-            skip=done,
             keep_open=keep_open,
+            shard=shard,
+            workers=(workers or 2) if backend == "ray" else None,
         )
         async with aclosing(stream):
             async for item in stream:
@@ -461,18 +796,40 @@ async def collect(
     return RunResult(metrics=_finish(out, metrics, start), output=out, new=new)
 
 
-def _ray_rollouts(workers: int | None) -> Callable[..., AsyncIterator[Rollout]]:
-    """`rollouts`, computed on `workers` Ray actors (`nemo_gym.integrations.ray`)."""
-    from nemo_gym.integrations import ray
-
-    return functools.partial(ray.rollouts, workers=workers or 2)
-
-
 async def _gather(
-    env: Environment, model: Model, success_threshold: float, **options: Any
+    env: Environment | Sequence[Part | Environment],
+    model: Model,
+    success_threshold: float,
+    *,
+    harness: Harness | None = None,
+    tasks: Iterable[Task] | None = None,
+    limit: int | None = None,
+    sampling: Sampling | None = None,
+    split: str = "test",
+    repeats: int = 1,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    seed: int | None = 0,
+    timeout: float | None = None,
+    run_id: str | None = None,
+    keep_open: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> RunResult:
+    parts = as_parts(env, harness=harness, tasks=tasks, limit=limit, sampling=sampling)
     items: list[Rollout] = []
-    async with aclosing(rollouts(env, model, **options)) as stream:
+    stream = _local_stream(
+        parts,
+        model,
+        run_id=run_id or uuid.uuid4().hex[:12],
+        skip={},
+        split=split,
+        repeats=repeats,
+        concurrency=concurrency,
+        seed=seed,
+        timeout=timeout,
+        keep_open=keep_open,
+        shard=_check_shard(shard),
+    )
+    async with aclosing(stream):
         async for item in stream:
             items.append(item)
     rows = (json.loads(rollout_json(item)) for item in items)
@@ -497,7 +854,7 @@ def run_sync(awaitable: Coroutine[Any, Any, T]) -> T:
 
 
 def evaluate(
-    env: Environment,
+    env: Environment | Sequence[Part | Environment],
     model: Model,
     *,
     output: str | os.PathLike[str] | None = None,
@@ -505,7 +862,7 @@ def evaluate(
     **options: Any,
 ) -> RunResult:
     """Synchronous evaluation for scripts and notebooks: `collect` to `output` when
-    given, else the rollouts in memory. Options are those of `rollouts`/`collect`."""
+    given, else the rollouts in memory. Options are those of `collect`."""
     if output is not None:
         return run_sync(
             collect(env, model, output=output, success_threshold=success_threshold, **options)
@@ -526,22 +883,28 @@ async def reverify(
     """Recompute rewards of a stored run without inference; the originals stay as they are.
 
     The verifier is `verifier`, else `env.verifier`, else that of the environment the
-    run's spec names, rebuilt with its options (`run.json`). Rollouts whose harness
-    finished (status ok, or a verifier failure) are verified again; the rest are copied
-    unchanged, since they need inference. With `judge_failed_only`, only rows that
-    failed with code `judge_failed` are verified again. New rows go to `output` (default
-    `RUN_DIR/reverified`). An environment rebuilt here is closed at the end.
+    run's spec names, rebuilt with its options (`run.json`; in a mixed run, each row's
+    part's). Rollouts whose harness finished (status ok, or a verifier failure) are
+    verified again; the rest are copied unchanged, since they need inference. With
+    `judge_failed_only`, only rows that failed with code `judge_failed` are verified
+    again. New rows go to `output` (default `RUN_DIR/reverified`). Environments rebuilt
+    here are closed at the end.
     """
     source = Path(run_dir)
     if not (source / ROLLOUTS).exists():
         raise ConfigError(f"{source}: no {ROLLOUTS} here")
     manifest = _read_manifest(source / MANIFEST)
-    built: Environment | None = None
-    if verifier is None:
-        if env is None:
-            env = built = _rebuild_env(source / MANIFEST, manifest)
-        verifier = env.verifier
-    check = as_verifier(verifier)
+    built: dict[Group, Environment] = {}
+    checks: dict[Group | None, Verifier] = {}
+    if verifier is not None:
+        checks[None] = as_verifier(verifier)
+    elif env is not None:
+        checks[None] = as_verifier(env.verifier)
+    else:
+        built = _rebuild_envs(source / MANIFEST, manifest)
+        checks = {key: as_verifier(e.verifier) for key, e in built.items()}
+        if len(checks) == 1:
+            checks = {None: next(iter(checks.values()))}
     out = Path(output) if output is not None else source / "reverified"
     out.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(out)
@@ -552,6 +915,13 @@ async def reverify(
         manifest["reverified_at"] = time.time()
         write_atomic(out / MANIFEST, json.dumps(manifest, indent=2))
 
+    def check_of(where: str, item: Rollout) -> Verifier:
+        single = checks.get(None)
+        if single is not None:
+            return single
+        row = {"env": item.env, "metadata": item.metadata}
+        return checks[_check_row_part(where, row, {k for k in checks if k is not None})]
+
     def wanted(item: Rollout) -> bool:
         failure = item.failure
         if judge_failed_only:
@@ -560,9 +930,10 @@ async def reverify(
 
     semaphore = asyncio.Semaphore(concurrency)
 
-    async def again(item: Rollout) -> Rollout:
+    async def again(where: str, item: Rollout) -> Rollout:
         if not wanted(item):
             return item
+        check = check_of(where, item)
         async with semaphore:
             started = time.perf_counter()
             try:
@@ -589,40 +960,184 @@ async def reverify(
             (out / ROLLOUTS).open("a", encoding="utf-8") as rollouts_file,
             (out / FAILURES).open("a", encoding="utf-8") as failures_file,
         ):
-            batch: list[Rollout] = []
+            batch: list[tuple[str, Rollout]] = []
 
             async def flush() -> None:
                 nonlocal new
-                for item in await asyncio.gather(*(again(r) for r in batch)):
+                for item in await asyncio.gather(*(again(w, r) for w, r in batch)):
                     _write_line(rollouts_file, rollout_json(item))
                     if not item.ok:
                         _write_line(failures_file, _failure_line(item))
                     new += 1
                 batch.clear()
 
-            for item in read_rollouts(source):
-                batch.append(item)
+            for where, item in _numbered_rollouts(source):
+                batch.append((where, item))
                 if len(batch) >= concurrency * 4:
                     await flush()
             await flush()
     finally:
-        await close_all(built, check if built is not None else None)
+        await close_all(*built.values(), *(checks.values() if built else ()))
     metrics = MetricsAccumulator(success_threshold=success_threshold)
     return RunResult(metrics=_finish(out, metrics), output=out, new=new)
 
 
-def _rebuild_env(path: Path, manifest: dict[str, Any] | None) -> Environment:
-    """The environment a run's `run.json` names, rebuilt with its options."""
+def _rebuild_envs(path: Path, manifest: dict[str, Any] | None) -> dict[Group, Environment]:
+    """The environments a run's `run.json` names (one per part), rebuilt with their
+    options, by the (env name, variant) of the rows they verify."""
     if manifest is None:
         raise ConfigError(f"{path}: missing, so the environment is unknown; pass verifier= or env=")
-    spec = manifest.get("spec")
-    if isinstance(spec, dict) and isinstance(spec.get("env"), dict):
+    if "parts" not in manifest and not isinstance(manifest.get("spec"), dict):
+        name = manifest.get("env")  # a schema-1 run.json named the environment only
+        if not isinstance(name, str):
+            raise ConfigError(f"{path}: no field 'spec.env' (or 'env'); pass verifier= or env=")
+        return {(name, None): build("env", name)}
+    envs: dict[Group, Environment] = {}
+    for index, part in enumerate(manifest_parts(manifest, path)):
+        value = part["spec"].get("env")
+        field = "spec.env" if "parts" not in manifest else f"parts[{index}].spec.env"
         try:
-            env_spec = Spec.model_validate(spec["env"])
+            env_spec = Spec.model_validate(value)
         except ValidationError as exc:
-            raise ConfigError(f"{path}: field 'spec.env' is not a spec: {exc}") from exc
-        return build(env_spec)
-    name = manifest.get("env")  # a schema-1 run.json named the environment only
-    if not isinstance(name, str):
-        raise ConfigError(f"{path}: no field 'spec.env' (or 'env'); pass verifier= or env=")
-    return build("env", name)
+            raise ConfigError(f"{path}: field {field!r} is not a spec: {exc}") from exc
+        env = build(env_spec)
+        envs[(part.get("env") or env.name, part.get("variant"))] = env
+    return envs
+
+
+# --------------------------------------------------------------------------- aggregate
+
+
+def aggregate(
+    shards: Sequence[str | os.PathLike[str]],
+    *,
+    output: str | os.PathLike[str],
+    success_threshold: float = 1.0,
+) -> RunResult:
+    """Merge run directories of one run collected separately (shards, or overlapping
+    runs) into a new run directory at `output`, and compute its metrics from the merged
+    rows.
+
+    Every shard must be the same run (`run.json`: each part's specs, task source and
+    the schema version; the shard itself may differ), else `ConfigError` names the
+    shard, the field and both values. Each (environment, variant, task, repeat) is
+    written once: an ok row wins over a failed one, otherwise the later (shard order,
+    then line order) wins — as in metrics, the last row wins. Rows are copied byte for
+    byte; a torn last line (a shard that crashed mid-write) is left out. `run.json`
+    lists the shards merged (`aggregated_from`).
+    """
+    paths = [Path(s) for s in shards]
+    if not paths:
+        raise ConfigError("aggregate needs at least one run directory")
+    out = Path(output)
+    for path in paths:
+        if not (path / ROLLOUTS).exists():
+            raise ConfigError(f"{path}: no {ROLLOUTS} here (not a run directory)")
+        if out.exists() and path.resolve() == out.resolve():
+            raise ConfigError(f"--output {out} is one of the shards; write the merge elsewhere")
+    if (out / ROLLOUTS).exists() and (out / ROLLOUTS).stat().st_size:
+        raise ConfigError(f"{out / ROLLOUTS} exists; aggregate writes a new run directory")
+    manifests = []
+    for path in paths:
+        manifest = _read_manifest(path / MANIFEST)
+        if manifest is None:
+            raise ConfigError(f"{path / MANIFEST}: missing, so the run is unknown")
+        manifests.append(manifest)
+    first = _run_identity(manifests[0], paths[0] / MANIFEST, shard=False)
+    keys = {(p.get("env"), p.get("variant")) for p in manifest_parts(manifests[0], paths[0])}
+    for path, manifest in zip(paths[1:], manifests[1:], strict=True):
+        difference = _first_difference(first, _run_identity(manifest, path / MANIFEST, shard=False))
+        if difference is not None:
+            field, old, new = difference
+            raise ConfigError(
+                f"{path / MANIFEST}: field {field!r} is {new!r} but {old!r} in "
+                f"{paths[0] / MANIFEST}; only shards of one run can be aggregated"
+            )
+    # Pass 1: which line of which shard holds each key's row.
+    chosen: dict[tuple[Group, str, int], tuple[int, int, bool]] = {}
+    ends: list[int] = []
+    for index, path in enumerate(paths):
+        rollouts_path = path / ROLLOUTS
+        end = _complete_size(rollouts_path)
+        ends.append(end)
+        for number, row in numbered_rows(rollouts_path, end=end):
+            where = f"{rollouts_path}:{number}"
+            _check_version(rollouts_path, number, row)
+            group = row_group(row, where)
+            if None not in {e for e, _ in keys}:
+                group = _check_row_part(where, row, keys)
+            key = (group, row["task_id"], row["repeat"])
+            ok = row["status"] == "ok"
+            held = chosen.get(key)
+            if held is None or ok or not held[2]:
+                chosen[key] = (index, number, ok)
+    # Pass 2: copy the chosen lines, in shard order.
+    lines: dict[int, dict[int, bool]] = {}
+    for index, number, ok in chosen.values():
+        lines.setdefault(index, {})[number] = ok
+    out.mkdir(parents=True, exist_ok=True)
+    merged = _merged_manifest(paths, manifests)
+    write_atomic(out / MANIFEST, json.dumps(merged, indent=2))
+    # Written beside, then renamed: an interrupted merge leaves no half run behind.
+    rollouts_tmp, failures_tmp = out / f".{ROLLOUTS}.tmp", out / f".{FAILURES}.tmp"
+    with (
+        rollouts_tmp.open("wb") as rollouts_file,
+        failures_tmp.open("w", encoding="utf-8") as failures_file,
+    ):
+        for index, path in enumerate(paths):
+            wanted = lines.get(index, {})
+            for number, line in _lines(path / ROLLOUTS, end=ends[index]):
+                ok = wanted.get(number)
+                if ok is None:
+                    continue
+                rollouts_file.write(line if line.endswith(b"\n") else line + b"\n")
+                if not ok:
+                    row = _parse_row(path / ROLLOUTS, number, line)
+                    failures_file.write(_failure_line(row) + "\n")
+        rollouts_file.flush()
+        os.fsync(rollouts_file.fileno())
+    os.replace(failures_tmp, out / FAILURES)
+    os.replace(rollouts_tmp, out / ROLLOUTS)
+    _fsync_dir(out)
+    metrics = MetricsAccumulator(success_threshold=success_threshold)
+    return RunResult(metrics=_finish(out, metrics), output=out, new=len(chosen))
+
+
+def _complete_size(path: Path) -> int:
+    """The size of a file up to its last newline (a torn last line left out)."""
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return size
+        position = size
+        while position > 0:
+            step = min(1 << 16, position)
+            position -= step
+            handle.seek(position)
+            cut = handle.read(step).rfind(b"\n")
+            if cut >= 0:
+                return position + cut + 1
+    return 0
+
+
+def _merged_manifest(paths: list[Path], manifests: list[dict[str, Any]]) -> dict[str, Any]:
+    merged = dict(manifests[0])
+    merged["run_id"] = uuid.uuid4().hex[:12]
+    merged["created_at"] = time.time()
+    merged["shard"] = None
+    if "parts" in merged:
+        parts = []
+        for index, part in enumerate(manifest_parts(merged)):
+            limits = [manifest_parts(m)[index].get("limit") for m in manifests]
+            parts.append({**part, "limit": None if None in limits else max(limits)})
+        merged["parts"] = parts
+        if len(parts) == 1:
+            merged["limit"] = parts[0]["limit"]
+    merged["aggregated_from"] = [
+        {"path": str(path), "run_id": m.get("run_id"), "shard": m.get("shard")}
+        for path, m in zip(paths, manifests, strict=True)
+    ]
+    return merged

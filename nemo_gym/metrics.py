@@ -2,7 +2,8 @@
 
 The same code serves `collect`, `reverify` and `gym aggregate`, so the numbers a run
 reports are always the numbers its files give. One streaming pass: memory is bounded by
-the number of distinct (task, repeat) keys times a few numbers, never by row size.
+the number of distinct (environment, variant, task, repeat) keys times a few numbers,
+never by row size.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from nemo_gym.errors import ConfigError
 from nemo_gym.records import REWARD_LIMIT, RunMetrics, Stats
 
-__all__ = ["MetricsAccumulator", "compute_metrics", "pass_at_k"]
+__all__ = ["Group", "MetricsAccumulator", "compute_metrics", "pass_at_k", "row_group"]
 
 _NAN = float("nan")
 
@@ -45,16 +46,35 @@ def _number(value: Any, where: str, field: str) -> float:
     return number
 
 
-class MetricsAccumulator:
-    """Folds rows into metrics one at a time; the last row of each (task, repeat) wins.
+Group = tuple[str | None, str | None]
+"""(environment, variant) of a row: the part of a run it belongs to."""
 
-    Per key it keeps a slot: the outcome (ok, or an index into the failure kinds
-    seen), the reward, each component, and whether the verifier reported no answer.
+
+def row_group(row: Mapping[str, Any], where: str = "row") -> Group:
+    """The (env, variant) a row belongs to; the variant is `metadata["variant"]`."""
+    env = row.get("env")
+    if env is not None and not isinstance(env, str):
+        raise ConfigError(f"{where}: field 'env' must be a string, got {env!r}")
+    metadata = row.get("metadata")
+    variant = metadata.get("variant") if isinstance(metadata, Mapping) else None
+    if variant is not None and not isinstance(variant, str):
+        raise ConfigError(f"{where}: field 'metadata.variant' must be a string, got {variant!r}")
+    return env, variant
+
+
+class MetricsAccumulator:
+    """Folds rows into metrics one at a time; the last row of each key wins.
+
+    A key is (environment, variant, task id, repeat): a run that mixes environments or
+    variants keeps them apart. Per key it keeps a slot: the outcome (ok, or an index into
+    the failure kinds seen), the reward, each component, and whether the verifier
+    reported no answer.
     """
 
     def __init__(self, *, success_threshold: float = 1.0) -> None:
         self.success_threshold = success_threshold
-        self._slots: dict[tuple[str, int], int] = {}
+        self._groups: dict[Group, int] = {}
+        self._slots: dict[tuple[int, str, int], int] = {}
         self._outcome = array("i")  # -1 ok, else index into _failures
         self._reward = array("d")
         self._no_answer = bytearray()  # 0 answered, 1 no answer, 2 not reported
@@ -73,7 +93,11 @@ class MetricsAccumulator:
             raise ConfigError(f"{where}: field 'repeat' must be an integer, got {repeat!r}")
         if status not in ("ok", "failed"):
             raise ConfigError(f"{where}: field 'status' must be 'ok' or 'failed', got {status!r}")
-        key = (task_id, repeat)
+        group_key = row_group(row, where)
+        group = self._groups.get(group_key)
+        if group is None:
+            group = self._groups[group_key] = len(self._groups)
+        key = (group, task_id, repeat)
         slot = self._slots.get(key)
         if slot is None:
             slot = len(self._outcome)
@@ -127,33 +151,86 @@ class MetricsAccumulator:
         self._no_answer[slot] = 2
 
     def result(self) -> RunMetrics:
-        """The metrics of every row folded so far."""
-        by_kind: dict[str, int] = {}
-        by_code: dict[str, int] = {}
-        per_task: dict[str, list[int]] = {}  # task id -> [ok samples, passing samples]
-        tasks: set[str] = set()
-        rewards: list[float] = []
-        ok_slots: list[int] = []
-        reported = no_answer = 0
+        """The metrics of every row folded so far: overall, per environment, per variant.
+
+        `by_env` has an entry per environment; `by_variant` one per variant (when rows
+        carry one), each with its own `by_env` when the run mixes environments. One
+        pass over the keys; a breakdown that covers the same rows as another (the one
+        environment of a single run) is computed once.
+        """
+        partials = self._partials()
+        envs = sorted({env for env, _ in self._groups if env is not None})
+        variants = sorted({variant for _, variant in self._groups if variant is not None})
+        cache: dict[frozenset[int], RunMetrics] = {}
+
+        def summary(env: str | None = None, variant: str | None = None) -> RunMetrics:
+            groups = frozenset(
+                index
+                for (e, v), index in self._groups.items()
+                if (env is None or e == env) and (variant is None or v == variant)
+            )
+            if groups not in cache:
+                cache[groups] = self._summary([partials[g] for g in sorted(groups)])
+            return cache[groups]
+
+        by_env = {env: summary(env=env) for env in envs}
+        by_variant = {}
+        for variant in variants:
+            inner = (
+                {env: summary(env, variant) for env in envs if (env, variant) in self._groups}
+                if len(envs) > 1
+                else {}
+            )
+            by_variant[variant] = summary(variant=variant).model_copy(update={"by_env": inner})
+        return summary().model_copy(update={"by_env": by_env, "by_variant": by_variant})
+
+    def _partials(self) -> list[_Partial]:
+        """Per group, in one pass over the keys: what its metrics are made of."""
         threshold = self.success_threshold
-        for (task_id, _), slot in self._slots.items():
-            tasks.add(task_id)
+        partials = [_Partial(group) for group in range(len(self._groups))]
+        for (group, task_id, _), slot in self._slots.items():
+            part = partials[group]
+            part.n_rollouts += 1
+            part.tasks.add(task_id)
             outcome = self._outcome[slot]
             if outcome >= 0:
                 kind, code = self._failures[outcome]
-                by_kind[kind] = by_kind.get(kind, 0) + 1
-                by_code[code] = by_code.get(code, 0) + 1
+                part.by_kind[kind] = part.by_kind.get(kind, 0) + 1
+                part.by_code[code] = part.by_code.get(code, 0) + 1
                 continue
-            ok_slots.append(slot)
+            part.ok_slots.append(slot)
             reward = self._reward[slot]
-            rewards.append(reward)
-            counts = per_task.setdefault(task_id, [0, 0])
+            part.rewards.append(reward)
+            counts = part.per_task.setdefault(task_id, [0, 0])
             counts[0] += 1
             counts[1] += reward >= threshold
             flag = self._no_answer[slot]
             if flag != 2:
-                reported += 1
-                no_answer += flag
+                part.reported += 1
+                part.no_answer += flag
+        return partials
+
+    def _summary(self, parts: list[_Partial]) -> RunMetrics:
+        by_kind: dict[str, int] = {}
+        by_code: dict[str, int] = {}
+        for part in parts:
+            for kind, n in part.by_kind.items():
+                by_kind[kind] = by_kind.get(kind, 0) + n
+            for code, n in part.by_code.items():
+                by_code[code] = by_code.get(code, 0) + n
+        if len(parts) == 1:  # the common case: no copies
+            rewards, ok_slots = parts[0].rewards, parts[0].ok_slots
+        else:
+            rewards = [r for part in parts for r in part.rewards]
+            ok_slots = [s for part in parts for s in part.ok_slots]
+        # A group is one (environment, variant): its tasks are its own for pass@k; the
+        # same task id under two variants is one task of its environment for n_tasks.
+        envs = {index: env for (env, _), index in self._groups.items()}
+        if len({envs[part.group] for part in parts}) == 1:
+            n_tasks = len(set().union(*(part.tasks for part in parts)))
+        else:
+            n_tasks = len({(envs[part.group], t) for part in parts for t in part.tasks})
+        counts = [c for part in parts for c in part.per_task.values()]
         stats: dict[str, Stats] = {}
         if rewards:
             stats["reward"] = _stats(rewards)
@@ -162,27 +239,57 @@ class MetricsAccumulator:
             if present:
                 stats[name] = _stats(present)
         pass_k: dict[int, float] = {}
-        if per_task:
-            smallest = min(n for n, _ in per_task.values())
+        if counts:
+            smallest = min(n for n, _ in counts)
             k = 1
             while k <= smallest:
-                total = math.fsum(pass_at_k(n, c, k) for n, c in per_task.values())
-                pass_k[k] = total / len(per_task)
+                total = math.fsum(pass_at_k(n, c, k) for n, c in counts)
+                pass_k[k] = total / len(counts)
                 k *= 2
+        n_rollouts = sum(part.n_rollouts for part in parts)
         n_failed = sum(by_kind.values())
+        reported = sum(part.reported for part in parts)
+        no_answer = sum(part.no_answer for part in parts)
         return RunMetrics(
-            n_rollouts=len(self._slots),
-            n_ok=len(self._slots) - n_failed,
+            n_rollouts=n_rollouts,
+            n_ok=n_rollouts - n_failed,
             n_failed=n_failed,
-            n_tasks=len(tasks),
+            n_tasks=n_tasks,
             failures_by_kind=by_kind,
             failures_by_code=by_code,
             rewards=stats,
             pass_at_k=pass_k,
-            success_threshold=threshold,
+            success_threshold=self.success_threshold,
             n_no_answer=no_answer,
             no_answer_rate=no_answer / reported if reported else None,
         )
+
+
+class _Partial:
+    """What one group's metrics are made of (see `MetricsAccumulator._partials`)."""
+
+    __slots__ = (
+        "by_code",
+        "by_kind",
+        "group",
+        "n_rollouts",
+        "no_answer",
+        "ok_slots",
+        "per_task",
+        "reported",
+        "rewards",
+        "tasks",
+    )
+
+    def __init__(self, group: int) -> None:
+        self.group = group
+        self.n_rollouts = self.reported = self.no_answer = 0
+        self.by_kind: dict[str, int] = {}
+        self.by_code: dict[str, int] = {}
+        self.tasks: set[str] = set()
+        self.per_task: dict[str, list[int]] = {}  # task id -> [ok samples, passing]
+        self.rewards: list[float] = []
+        self.ok_slots: list[int] = []
 
 
 def compute_metrics(
@@ -190,13 +297,16 @@ def compute_metrics(
 ) -> RunMetrics:
     """Metrics over rollout rows (dicts as written to `rollouts.jsonl`).
 
-    The last row of each (task id, repeat) wins, so a resumed run that retried a
-    failure counts it once. Failed rollouts are excluded from reward statistics and
-    pass@k (masked, never scored 0) and counted by kind and code. pass@k is reported for
-    k = 1, 2, 4, ... up to the smallest number of ok samples per task, averaged over
-    tasks; a sample passes when its reward >= `success_threshold`. The no-answer rate is
-    the share of ok rollouts whose verifier reported `extracted_answer` as None, among
-    those whose verifier reports it at all. A malformed row raises `ConfigError`.
+    The last row of each (environment, variant, task id, repeat) wins, so a resumed run
+    that retried a failure counts it once. Failed rollouts are excluded from reward
+    statistics and pass@k (masked, never scored 0) and counted by kind and code. pass@k
+    is reported for k = 1, 2, 4, ... up to the smallest number of ok samples per task,
+    averaged over tasks (an (environment, variant, task) each); a sample passes when
+    its reward >= `success_threshold`. `n_tasks` counts distinct (environment, task id)
+    pairs. The no-answer rate is the share of ok rollouts whose verifier reported
+    `extracted_answer` as None, among those whose verifier reports it at all. Every
+    number is also given per environment (`by_env`) and per variant (`by_variant`). A
+    malformed row raises `ConfigError`.
     """
     accumulator = MetricsAccumulator(success_threshold=success_threshold)
     for number, row in enumerate(rows, 1):

@@ -387,9 +387,14 @@ class Trajectory(_Record):
             if prompt is None or completion is None:
                 raise HarnessError(f"model call {index} carries no token ids")
             if prompt[: len(ids)] != ids:
+                said = response.metadata.get("history")
+                why = (
+                    f"the adapter reports history={said!r}"
+                    if said is not None
+                    else "the history was re-tokenized"
+                )
                 raise HarnessError(
-                    f"model call {index}: prompt tokens do not extend the previous turn "
-                    "(the history was re-tokenized)"
+                    f"model call {index}: prompt tokens do not extend the previous turn ({why})"
                 )
             added = prompt[len(ids) :]
             ids.extend(added)
@@ -534,6 +539,7 @@ class Rollout(_Record):
     status: Literal["ok", "failed"]
     failure: Failure | None = None
     timings: Timings
+    # In a run with variants, "variant" names the variant that produced the rollout.
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -612,6 +618,10 @@ class RunMetrics(_Value):
     # the ok rollouts whose verifier reports extraction at all (None: none does).
     n_no_answer: int = 0
     no_answer_rate: float | None = None
+    # The same metrics per environment (every run) and per variant (runs with
+    # variants; each with its own `by_env` when the run mixes environments).
+    by_env: dict[str, RunMetrics] = Field(default_factory=dict)
+    by_variant: dict[str, RunMetrics] = Field(default_factory=dict)
 
 
 def rollout_json_schema() -> dict[str, Any]:

@@ -21,6 +21,7 @@ built-in classes remember the keyword arguments they were constructed with
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -374,6 +375,10 @@ def build(kind: Kind | Spec, name: str | None = None, /, **options: Any) -> Any:
     return _construct(entry, options, entry.target_path)
 
 
+SECRET_OPTIONS = frozenset({"api_key"})
+"""Options never recorded in a spec, whatever the factory (besides its `spec_exclude`)."""
+
+
 def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any:
     factory = entry.load()
     try:
@@ -381,11 +386,14 @@ def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any
     except TypeError as exc:
         raise ConfigError(f"{entry.kind} {entry.id!r} rejected its options: {exc}") from exc
     version = entry.version or _attr_version(obj)
+    # What the factory itself never records (a `Described` class's `spec_exclude`:
+    # secrets, large data) is not recorded when it is built by name either.
+    excluded = SECRET_OPTIONS | getattr(factory, "spec_exclude", frozenset())
     spec = Spec(
         kind=entry.kind,
         name=entry.name,
         version=version,
-        options=jsonable_options(options),
+        options=jsonable_options({k: v for k, v in options.items() if k not in excluded}),
         target=target,
     )
     remember(obj, spec)
@@ -455,6 +463,8 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     spec = _known_spec(value)
     if spec is not None:
         return {"$spec": spec.model_dump(mode="json")}

@@ -55,7 +55,10 @@ def server() -> Iterator[str]:
     thread.join()
 
 
-def test_eval_run_writes_a_run_and_resumes(server: str, tmp_path: Path, capsys) -> None:
+def test_eval_run_writes_a_run_and_resumes(
+    server: str, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GYM_TEST_KEY", "k-secret")
     args = [
         "eval",
         "run",
@@ -64,8 +67,8 @@ def test_eval_run_writes_a_run_and_resumes(server: str, tmp_path: Path, capsys) 
         "openai:m",
         "--base-url",
         server,
-        "--api-key",
-        "k",
+        "--api-key-env",
+        "GYM_TEST_KEY",
         "--limit",
         "6",
         "--repeats",
@@ -79,6 +82,9 @@ def test_eval_run_writes_a_run_and_resumes(server: str, tmp_path: Path, capsys) 
     assert "pass@1 1.0000  pass@2 1.0000" in out
     lines = (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()
     assert len(lines) == 12
+    # The key came from the environment and is nowhere on disk.
+    for name in ("rollouts.jsonl", "run.json", "metrics.json", "failures.jsonl"):
+        assert "k-secret" not in (tmp_path / "run" / name).read_text()
     assert main([*args, "--limit", "8"]) == 0
     assert len((tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()) == 16
     assert main(["eval", "reverify", str(tmp_path / "run")]) == 0
@@ -101,3 +107,5 @@ def test_bad_input_is_a_clear_error(capsys) -> None:
     assert "needs a model name" in capsys.readouterr().err
     assert main(["eval", "run", "arithmetic", "--env-option", "size"]) == 2
     assert "expected KEY=VALUE" in capsys.readouterr().err
+    assert main(["eval", "run", "arithmetic", "--env-option", "sise=3"]) == 2
+    assert "--env-option: env 'arithmetic' rejected its options" in capsys.readouterr().err

@@ -856,3 +856,57 @@ def test_the_cli_evaluates_greedily_unless_asked(
     ]
     assert cli.main(argv) == 0
     assert {s.temperature for s in seen} == {0.8}
+
+
+@pytest.mark.parametrize(
+    ("adapter", "path"),
+    [
+        ("OpenAIChat", "/v1/chat/completions"),
+        ("OpenAIResponses", "/v1/responses"),
+        ("OpenAICompletions", "/v1/completions"),
+        ("Anthropic", "/v1/messages"),
+    ],
+)
+@pytest.mark.parametrize("transport", ["fast", "sdk"])
+async def test_every_http_adapter_records_the_seed_it_sent(
+    adapter: str, path: str, transport: str
+) -> None:
+    from nemo_gym import models
+    from nemo_gym.testing.httpserver import HTTPRequest, LoopbackHTTPServer, Reply
+    from nemo_gym.wire import anthropic, openai_chat, openai_completions, openai_responses
+
+    api = {
+        "/v1/chat/completions": openai_chat,
+        "/v1/responses": openai_responses,
+        "/v1/completions": openai_completions,
+        "/v1/messages": anthropic,
+    }[path]
+    bodies: list[dict[str, Any]] = []
+
+    async def handle(request: HTTPRequest) -> Reply:
+        body = request.json()
+        bodies.append(body)
+        reply = gym.ModelResponse(message=gym.Message.assistant("0"), finish_reason="stop")
+        return Reply(body=api.build_response(reply, model=body["model"]))
+
+    server = await LoopbackHTTPServer(handle).start()
+    try:
+        model = getattr(models, adapter)(
+            "m", base_url=server.url + "/v1", api_key="k", transport=transport
+        )
+        env = gym.Env(exact, name="echo", tasks=tasks_of(2))
+        got = [r async for r in gym.rollouts(env, model, repeats=2, seed=5)]
+        await model.aclose()
+    finally:
+        await server.aclose()
+    assert all(r.ok for r in got) and len(bodies) == 4
+    recorded = sorted((r.trajectory.model_calls[0].request.sampling.seed is not None) for r in got)
+    wire_seeds = sorted(body.get("seed") for body in bodies if "seed" in body)
+    call_seeds = sorted(
+        s for r in got if (s := r.trajectory.model_calls[0].request.sampling.seed) is not None
+    )
+    assert wire_seeds == call_seeds  # what went out is what the row says
+    if adapter in ("Anthropic", "OpenAIResponses"):  # no seed in these APIs: none sent or recorded
+        assert recorded == [False] * 4
+    else:
+        assert call_seeds == sorted(r.seed for r in got)

@@ -7,9 +7,8 @@ import json
 import pytest
 
 import nemo_gym as gym
-from nemo_gym.envs.answers import final_integer
 from nemo_gym.models import ScriptedModel
-from nemo_gym.verify.common import last_boxed
+from nemo_gym.verify.extract import final_integer, last_boxed
 
 
 def test_catalog_lists_and_makes_builtins() -> None:
@@ -53,7 +52,8 @@ def test_arithmetic_is_seeded_and_splits_differ() -> None:
     ],
 )
 def test_final_integer(text: str, value: int | None, boxed: bool) -> None:
-    assert final_integer(text) == (value, boxed)
+    found = final_integer(text)
+    assert (found.value, found.boxed) == (value, boxed)
 
 
 def test_last_boxed_handles_unbalanced_braces() -> None:
@@ -124,3 +124,13 @@ async def test_bank_tools_refuse_overdrafts_and_unknown_accounts() -> None:
         with pytest.raises(KeyError, match="no account 'gold'"):
             await tools["transfer"](from_account="checking", to_account="gold", amount=1)
         assert episode.state == start
+
+
+async def test_guess_number_reads_a_guess_through_the_extractor() -> None:
+    from nemo_gym.envs.guess_number import GuessEpisode
+
+    episode = GuessEpisode(secret=37, max_guesses=5)
+    assert (await episode.step("<think>maybe 12?</think> My guess is 50.")).observation == "Lower."
+    assert (await episode.step("\\boxed{37}")).terminated
+    assert (await episode.step("about 3.5")).observation == "Reply with one integer."
+    assert episode.state["guesses"] == [50, 37]

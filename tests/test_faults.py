@@ -209,16 +209,7 @@ async def test_a_sandbox_that_dies_inside_a_tool_is_a_sandbox_failure() -> None:
         ("connection_reset", "connection_error"),
         ("empty_content", "empty_response"),
         ("malformed_tool_call", None),
-        pytest.param(
-            "truncated_body",
-            "bad_response",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a body cut off mid-JSON reaches OpenAIChat as json.JSONDecodeError "
-                "(not an openai.APIError), so it is recorded as model/model, not retried; "
-                "models/ is not this change's to edit: reported",
-            ),
-        ),
+        ("truncated_body", "bad_response"),
     ],
 )
 async def test_wire_faults_through_the_real_sdk_match_the_kits_codes(
@@ -240,7 +231,7 @@ async def test_wire_faults_through_the_real_sdk_match_the_kits_codes(
     else:
         assert (got.failure.kind, got.failure.code, got.failure.where) == ("model", code, "harness")
         assert faults.FAULTS[f"model.{name}"].outcome.matches(got.failure)
-    if name in ("server_error", "rate_limited", "timeout", "connection_reset"):
+    if name in ("server_error", "rate_limited", "timeout", "connection_reset", "truncated_body"):
         assert got.trajectory.model_calls[-1].attempts == 2  # retried, as the kit's are
 
 

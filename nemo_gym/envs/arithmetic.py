@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from nemo_gym.envs.answers import final_integer
 from nemo_gym.envs.base import Env
 from nemo_gym.harnesses import SingleTurn
 from nemo_gym.records import Rewards, Task, Trajectory
+from nemo_gym.verify.extract import final_integer, strip_thinking
 
 SYSTEM = "Solve the problem. Put the final answer in \\boxed{}."
 _SPLITS = ("train", "validation", "test")
@@ -24,13 +24,17 @@ def _expression(rng: random.Random, terms: int, max_value: int) -> str:
 
 
 async def verify_integer(task: Task, trajectory: Trajectory) -> Rewards:
-    """1.0 when the final integer equals the gold; `format` says whether it was boxed."""
-    value, boxed = final_integer(trajectory.final_text)
-    correct = value is not None and value == int(task.answer)
+    """1.0 when the final integer equals the gold; `format` says whether it was boxed.
+
+    `metadata["extracted_answer"]` is what was read (None when the reply has no answer),
+    `metadata["value"]` its integer value (None when it is not an integer).
+    """
+    found = final_integer(strip_thinking(trajectory.final_text))
+    correct = found.value is not None and found.value == int(task.answer)
     return Rewards(
         reward=float(correct),
-        components={"accuracy": float(correct), "format": float(boxed)},
-        metadata={"extracted_answer": value},
+        components={"accuracy": float(correct), "format": float(found.boxed)},
+        metadata={"extracted_answer": found.text, "value": found.value},
     )
 
 

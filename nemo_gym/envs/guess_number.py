@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Iterator
 
 from nemo_gym.envs.base import BasicEpisode, Env
 from nemo_gym.harnesses import MultiStep
 from nemo_gym.records import Observation, Rewards, Task, Trajectory
-
-_INTEGER = re.compile(r"-?\d+")
+from nemo_gym.verify.extract import final_integer, strip_thinking
 
 
 class GuessEpisode(BasicEpisode):
@@ -21,10 +19,9 @@ class GuessEpisode(BasicEpisode):
         self.max_guesses = max_guesses
 
     async def step(self, action: str) -> Observation:
-        found = _INTEGER.findall(action)
-        if not found:
+        guess = final_integer(strip_thinking(action)).value
+        if guess is None:
             return Observation(action=action, observation="Reply with one integer.", reward=0.0)
-        guess = int(found[-1])
         self.state["guesses"].append(guess)
         secret = self.state["secret"]
         solved = guess == secret

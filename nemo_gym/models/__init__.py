@@ -9,9 +9,12 @@ from nemo_gym.models.base import ModelAdapter, RetryPolicy
 
 if TYPE_CHECKING:
     from nemo_gym.models.anthropic import Anthropic
+    from nemo_gym.models.http import Timeouts
     from nemo_gym.models.local import Local
     from nemo_gym.models.openai import OpenAIChat, OpenAICompletions, OpenAIResponses
+    from nemo_gym.models.policy import LivePolicy
     from nemo_gym.models.scripted import ScriptedModel
+    from nemo_gym.models.vllm import VLLM
 
 _LAZY = {
     "OpenAIChat": "nemo_gym.models.openai",
@@ -19,11 +22,16 @@ _LAZY = {
     "OpenAICompletions": "nemo_gym.models.openai",
     "Anthropic": "nemo_gym.models.anthropic",
     "Local": "nemo_gym.models.local",
+    "LivePolicy": "nemo_gym.models.policy",
     "ScriptedModel": "nemo_gym.models.scripted",
+    "VLLM": "nemo_gym.models.vllm",
+    "Timeouts": "nemo_gym.models.http",
 }
 
 __all__ = [
+    "VLLM",
     "Anthropic",
+    "LivePolicy",
     "Local",
     "ModelAdapter",
     "OpenAIChat",
@@ -31,6 +39,7 @@ __all__ = [
     "OpenAIResponses",
     "RetryPolicy",
     "ScriptedModel",
+    "Timeouts",
 ]
 
 

@@ -1,123 +1,58 @@
-"""Anthropic Messages API adapter, through the real `anthropic` SDK.
+"""Anthropic Messages API adapter (`POST /v1/messages`).
 
-Wire-format decisions (see docs/models-http.md):
-
-- system messages are joined (blank line between) into `system=`;
-- an assistant's tool calls become `tool_use` blocks; their `input` is the parsed JSON
-  arguments, and arguments that are not a JSON object are sent as `{"_raw": "<text>"}`
-  so the conversation still goes through (the API only takes an object);
-- tool messages become `tool_result` blocks in a user turn; consecutive tool results
-  (and a user message right after them) merge into one user turn, as the API wants
-  alternating roles;
-- earlier reasoning is not sent back: the API only accepts thinking blocks with the
-  signature it issued, which `Message` does not keep;
-- `Sampling.seed` is dropped (the API has none); temperature and top_p go in the body.
+The wire format (system prompt, tool_use / tool_result blocks, what is dropped) is
+`nemo_gym.wire.anthropic`; the transports are those of `nemo_gym.models.http`. None
+(the default transport) picks "fast" when a base URL is known (`base_url=` or
+ANTHROPIC_BASE_URL) and no HTTP(S)_PROXY applies to it, and "sdk" (the `anthropic` SDK)
+otherwise: api.anthropic.com, a proxy, or an SDK client passed as `client=` (Bedrock,
+Vertex, ...).
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
-from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
-from nemo_gym.errors import ConfigError, ModelError, require
+from nemo_gym.errors import ConfigError
 from nemo_gym.models.base import RetryPolicy
-from nemo_gym.models.http import DEFAULT_TIMEOUT_S, ClientCache, HTTPAdapter
-from nemo_gym.records import Message, ModelRequest, ModelResponse, Sampling, ToolCall, Usage
+from nemo_gym.models.http import (
+    DEFAULT_TIMEOUT_S,
+    HTTPAdapter,
+    StreamParser,
+    Timeouts,
+    TransportName,
+)
+from nemo_gym.records import ModelRequest, ModelResponse, Sampling
+from nemo_gym.wire import anthropic as wire
+from nemo_gym.wire.anthropic import DEFAULT_MAX_TOKENS
 
-log = logging.getLogger(__name__)
-
-DEFAULT_MAX_TOKENS = 4096
-"""`max_tokens` when neither the request nor `default_sampling` sets one (the API needs it)."""
-
-_STOP_REASONS = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "tool_use": "tool_calls",
-}
-
-
-def _tool_input(call: ToolCall) -> dict[str, Any]:
-    try:
-        value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        value = None
-    if isinstance(value, dict):
-        return value
-    return {"_raw": call.arguments}
-
-
-def _anthropic_messages(messages: Sequence[Message]) -> tuple[str | None, list[dict[str, Any]]]:
-    """(system prompt, Messages API `messages`) for a chat-shaped conversation."""
-    system: list[str] = []
-    turns: list[dict[str, Any]] = []
-
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-
-    for index, message in enumerate(messages):
-        if message.role == "system":
-            if message.content:
-                system.append(message.content)
-        elif message.role == "user":
-            add("user", [{"type": "text", "text": message.content or ""}])
-        elif message.role == "tool":
-            if not message.tool_call_id:
-                raise ModelError(
-                    f"message {index} (role 'tool') has no tool_call_id; it must name the "
-                    "tool_use it answers",
-                    retryable=False,
-                    code="bad_request",
-                )
-            add(
-                "user",
-                [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": message.tool_call_id,
-                        "content": message.content or "",
-                    }
-                ],
-            )
-        else:
-            blocks: list[dict[str, Any]] = []
-            if message.content:
-                blocks.append({"type": "text", "text": message.content})
-            blocks.extend(
-                {"type": "tool_use", "id": call.id, "name": call.name, "input": _tool_input(call)}
-                for call in message.tool_calls
-            )
-            if not blocks:
-                # The API rejects an empty assistant turn; it carried nothing to send.
-                log.debug("skipping empty assistant message %d", index)
-                continue
-            add("assistant", blocks)
-    for turn in turns:
-        content = turn["content"]
-        if len(content) == 1 and content[0]["type"] == "text":
-            turn["content"] = content[0]["text"]
-    return ("\n\n".join(system) if system else None), turns
+__all__ = ["DEFAULT_MAX_TOKENS", "Anthropic"]
 
 
 class Anthropic(HTTPAdapter):
-    """Claude through the Messages API (`anthropic.AsyncAnthropic().messages.create`).
+    """Claude (or any Messages-API server) through `POST /v1/messages`.
 
     Args:
         model: the model name sent on each request (overridden by `request.model`).
-        api_key: None reads ANTHROPIC_API_KEY (or the SDK's own credential sources).
-        base_url: the server; None: the SDK's default (api.anthropic.com).
-        client: a ready `anthropic.AsyncAnthropic` (not closed by `aclose`).
+        api_key: None reads ANTHROPIC_API_KEY (the SDK transport also its other
+            credential sources).
+        base_url: the server, without `/v1`; None: ANTHROPIC_BASE_URL, else
+            api.anthropic.com.
+        client: a ready `anthropic.AsyncAnthropic` (or Bedrock / Vertex client) to send
+            through (the sdk transport); never closed by the adapter.
         max_tokens: used when the request sets none (the API requires a value).
         thinking_budget: enables extended thinking with this many budget tokens.
-        timeout, max_concurrency, retry, default_sampling, extra_body: as for
-            `OpenAIChat`; `Sampling.extra` (e.g. `{"top_k": 40}`) goes in the body.
+        transport, timeout, max_connections, headers, stream, max_concurrency, retry,
+            default_sampling, extra_body: as for `OpenAIChat`; `Sampling.extra` (e.g.
+            `{"top_k": 40}`) goes in the body.
     """
+
+    sdk_name = "anthropic"
+    path = wire.PATH
+    env_base_url = "ANTHROPIC_BASE_URL"
+    env_api_key = "ANTHROPIC_API_KEY"
+    default_base_url = "https://api.anthropic.com"
 
     def __init__(
         self,
@@ -128,117 +63,82 @@ class Anthropic(HTTPAdapter):
         client: Any = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         thinking_budget: int | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT_S,
+        transport: TransportName | None = None,
+        timeout: float | Timeouts = DEFAULT_TIMEOUT_S,
+        max_connections: int | None = None,
+        headers: dict[str, str] | None = None,
+        stream: bool = False,
         max_concurrency: int | None = None,
         retry: RetryPolicy | None = None,
         default_sampling: Sampling | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
+        if max_tokens < 1:
+            raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
+        if thinking_budget is not None and thinking_budget < 1:
+            raise ConfigError(f"thinking_budget must be >= 1 or None, got {thinking_budget}")
         super().__init__(
             model,
+            base_url=base_url,
+            api_key=api_key,
+            client=client,
+            transport=transport,
+            timeout=timeout,
+            max_connections=max_connections,
+            headers=headers,
+            stream=stream,
             max_concurrency=max_concurrency,
             retry=retry,
             default_sampling=default_sampling,
             extra_body=extra_body,
         )
-        if max_tokens < 1:
-            raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
-        if thinking_budget is not None and thinking_budget < 1:
-            raise ConfigError(f"thinking_budget must be >= 1 or None, got {thinking_budget}")
-        self._sdk = require("anthropic", "anthropic")
-        if client is not None:
-            if base_url is not None or api_key is not None:
-                raise ConfigError("Anthropic: pass either client= or base_url=/api_key=, not both")
-            self._clients = ClientCache(client, owned=False)
-        else:
-            sdk_client = self._sdk.AsyncAnthropic(
-                api_key=api_key or os.environ.get("ANTHROPIC_API_KEY"),
-                base_url=base_url,
-                timeout=timeout,
-                max_retries=0,
-            )
-            self._clients = ClientCache(sdk_client, owned=True)
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
 
-    def request_kwargs(self, request: ModelRequest) -> dict[str, Any]:
-        """The keyword arguments of `client.messages.create` for `request`."""
-        sampling = self._sampling(request)
-        system, messages = _anthropic_messages(request.messages)
-        kwargs: dict[str, Any] = {
-            "model": request.model or self.model,
-            "max_tokens": sampling.max_tokens or self.max_tokens,
-            "messages": messages,
-        }
-        if system is not None:
-            kwargs["system"] = system
-        if request.tools:
-            kwargs["tools"] = [
-                {
-                    "name": spec.name,
-                    "description": spec.description,
-                    "input_schema": spec.parameters,
-                }
-                for spec in request.tools
-            ]
-        if sampling.stop:
-            kwargs["stop_sequences"] = list(sampling.stop)
-        if self.thinking_budget is not None:
-            kwargs["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-        if sampling.seed is not None:
-            log.debug("the Messages API has no seed; dropping seed=%s", sampling.seed)
-        # This SDK version has no temperature/top_p arguments; the API reads them from
-        # the body all the same.
-        body: dict[str, Any] = {}
-        if sampling.temperature is not None:
-            body["temperature"] = sampling.temperature
-        if sampling.top_p is not None:
-            body["top_p"] = sampling.top_p
-        body.update(self._extra_body(sampling))
-        if body:
-            kwargs["extra_body"] = body
-        return kwargs
-
-    async def _generate(self, request: ModelRequest) -> ModelResponse:
-        client = self._clients.get(request.base_url)
-        reply = await self._call(client.messages.create, **self.request_kwargs(request))
-        texts: list[str] = []
-        thinking: list[str] = []
-        calls: list[ToolCall] = []
-        for block in reply.content or ():
-            kind = getattr(block, "type", None)
-            if kind == "text":
-                texts.append(block.text)
-            elif kind == "thinking":
-                thinking.append(block.thinking)
-            elif kind == "tool_use":
-                calls.append(
-                    ToolCall(
-                        id=block.id,
-                        name=block.name,
-                        arguments=json.dumps(block.input, ensure_ascii=False),
-                    )
+    def check_key(
+        self, key: str | None, base_url: str | None, transport: TransportName
+    ) -> str | None:
+        if key is not None:
+            return key
+        if base_url is None:
+            # The SDK has other credential sources (auth tokens, cloud credentials).
+            if transport == "fast":
+                raise ConfigError(
+                    "Anthropic: no api_key given and ANTHROPIC_API_KEY is not set "
+                    "(needed for api.anthropic.com; pass base_url= for a local server)"
                 )
-            else:
-                # redacted_thinking and server-tool blocks carry nothing a harness reads.
-                log.debug("ignoring Anthropic content block of type %r", kind)
-        usage = reply.usage
-        # input_tokens excludes prompt-cache reads and writes; the prompt is all three.
-        prompt_tokens = sum(
-            getattr(usage, name, None) or 0
-            for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+            return None
+        # A local server takes any key; the SDK insists on some credential.
+        if transport == "sdk" and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):
+            return "EMPTY"
+        return None
+
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        headers = {"anthropic-version": wire.API_VERSION}
+        if key:
+            headers["x-api-key"] = key
+        return headers
+
+    def make_sdk_client(
+        self, sdk: ModuleType, base_url: str | None, key: str | None, headers: dict[str, str]
+    ) -> Any:
+        return sdk.AsyncAnthropic(
+            api_key=key, base_url=base_url, max_retries=0, default_headers=headers or None
         )
-        return ModelResponse(
-            message=Message(
-                role="assistant",
-                content="".join(texts) if texts else None,
-                reasoning="\n\n".join(thinking) if thinking else None,
-                tool_calls=tuple(calls),
-            ),
-            finish_reason=_STOP_REASONS.get(reply.stop_reason, reply.stop_reason),
-            usage=Usage(
-                prompt_tokens=prompt_tokens,
-                completion_tokens=getattr(usage, "output_tokens", None) or 0,
-            ),
-            model=reply.model,
+
+    def build(self, request: ModelRequest) -> tuple[dict[str, Any], Sampling]:
+        """(JSON body, sampling sent): seed dropped (None in the sampling), max_tokens set."""
+        return wire.build_request(
+            request,
+            model=self.model,
+            max_tokens=self.max_tokens,
+            thinking_budget=self.thinking_budget,
+            extra_body=self.extra_body,
+            stream=self.stream,
         )
+
+    def parse(self, body: Any) -> ModelResponse:
+        return wire.parse_response(body)
+
+    def stream_parser(self) -> StreamParser:
+        return wire.MessagesStream()

@@ -1,5 +1,8 @@
 """A fake OpenAI-compatible server on an in-memory transport, driven by the real SDK.
 
+The bodies it sends (and their streamed form) are built by `nemo_gym.wire.openai_chat`,
+the module the adapters parse them with.
+
 `FakeOpenAI` serves ``POST /v1/chat/completions`` from a list of canned replies or a
 function of the request body, behind an `httpx2.MockTransport`, and `client` is a real
 `openai.AsyncOpenAI` bound to it. Adapters are thus tested through the real SDK (request
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 from nemo_gym.errors import require
 from nemo_gym.records import Message, ModelResponse
+from nemo_gym.wire import openai_chat
 
 if TYPE_CHECKING:
     import httpx2
@@ -50,85 +54,11 @@ def completion_body(
         message = Message.assistant(message)
     if not isinstance(message, Message) or message.role != "assistant":
         raise TypeError(f"a fake reply must be an assistant message, got {message!r}")
-    body_message: dict[str, Any] = {"role": "assistant", "content": message.content}
-    if message.reasoning is not None:
-        # vLLM and most open-weight servers name it so.
-        body_message["reasoning_content"] = message.reasoning
-    if message.tool_calls:
-        body_message["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in message.tool_calls
-        ]
-    default_finish = "tool_calls" if message.tool_calls else "stop"
-    choice: dict[str, Any] = {
-        "index": 0,
-        "message": body_message,
-        "finish_reason": (response.finish_reason if response else None) or default_finish,
-        "logprobs": None,
-    }
-    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    body: dict[str, Any] = {
-        "id": f"chatcmpl-fake-{index}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": (response.model if response else None) or model,
-        "choices": [choice],
-        "usage": usage,
-    }
-    if response is not None:
-        usage.update(
-            prompt_tokens=response.usage.prompt_tokens,
-            completion_tokens=response.usage.completion_tokens,
-            total_tokens=response.usage.total_tokens,
-        )
-        # vLLM's shape for exact tokens: prompt ids on the body, completion ids and
-        # per-token logprobs on the choice.
-        if response.prompt_token_ids is not None:
-            body["prompt_token_ids"] = response.prompt_token_ids
-        if response.completion_token_ids is not None:
-            choice["token_ids"] = response.completion_token_ids
-        if response.completion_logprobs is not None:
-            tokens = response.completion_token_ids or [None] * len(response.completion_logprobs)
-            choice["logprobs"] = {
-                "content": [
-                    {
-                        "token": f"token_id:{tid}" if tid is not None else "",
-                        "logprob": lp,
-                        "bytes": None,
-                        "top_logprobs": [],
-                    }
-                    for tid, lp in zip(tokens, response.completion_logprobs, strict=True)
-                ]
-            }
-    return body
-
-
-def _stream_events(body: dict[str, Any]) -> bytes:
-    """The SSE stream (`stream=True`) carrying the same completion as `body`."""
-    choice = body["choices"][0]
-    message = choice["message"]
-    base = {k: body[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-    chunks: list[dict[str, Any]] = []
-    delta: dict[str, Any] = {"role": "assistant", "content": ""}
-    chunks.append(base | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-    if message.get("reasoning_content"):
-        delta = {"reasoning_content": message["reasoning_content"]}
-        chunks.append(base | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-    if message.get("content"):
-        delta = {"content": message["content"]}
-        chunks.append(base | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-    for position, call in enumerate(message.get("tool_calls") or []):
-        delta = {"tool_calls": [{"index": position, **call}]}
-        chunks.append(base | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-    final = {"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}
-    chunks.append(base | {"choices": [final], "usage": body["usage"]})
-    lines = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks]
-    lines.append("data: [DONE]\n\n")
-    return "".join(lines).encode()
+    if response is None:
+        response = ModelResponse(message=message)
+    return openai_chat.build_response(
+        response, model=model, id=f"chatcmpl-fake-{index}", created=int(time.time())
+    )
 
 
 class FakeOpenAI:
@@ -170,7 +100,7 @@ class FakeOpenAI:
         )
 
     def _error(self, status: int, message: str) -> httpx2.Response:
-        body = {"error": {"message": message, "type": "fake_error", "code": None, "param": None}}
+        body = openai_chat.error_body(message, type="fake_error")
         return self._httpx2.Response(status, json=body)
 
     async def _next_reply(self, body: dict[str, Any]) -> FakeReply | None:
@@ -210,8 +140,15 @@ class FakeOpenAI:
             reply, model=body.get("model") or self.model, index=next(self._counter)
         )
         if body.get("stream"):
+            events = openai_chat.stream_events(
+                openai_chat.parse_response(completion),
+                model=completion["model"],
+                id=completion["id"],
+                created=completion["created"],
+                include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+            )
             headers = {"content-type": "text/event-stream"}
-            return self._httpx2.Response(200, content=_stream_events(completion), headers=headers)
+            return self._httpx2.Response(200, content=b"".join(events), headers=headers)
         return self._httpx2.Response(200, json=completion)
 
     async def aclose(self) -> None:

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nemo_gym.verify.code import CodeVerifier
+    from nemo_gym.verify.extract import extract_answer, extract_choice, extract_number
     from nemo_gym.verify.ifeval import IFEvalVerifier, ifeval_metrics, ifeval_task, score_response
     from nemo_gym.verify.judge import JudgeVerifier, PairwiseJudge
-    from nemo_gym.verify.math import MathResult, MathVerifier, extract_answer, verify_math
-    from nemo_gym.verify.mcqa import MultipleChoiceVerifier, extract_choice
+    from nemo_gym.verify.math import MathResult, MathVerifier, verify_math
+    from nemo_gym.verify.mcqa import MultipleChoiceVerifier
     from nemo_gym.verify.pool import WorkerPool, shared_pool
     from nemo_gym.verify.sql import SQLVerifier
     from nemo_gym.verify.structured import JSONMatch, JSONSchemaVerifier, ToolCallMatch
@@ -32,9 +33,10 @@ _LAZY = {
     "MathVerifier": "math",
     "MathResult": "math",
     "verify_math": "math",
-    "extract_answer": "math",
+    "extract_answer": "extract",
     "MultipleChoiceVerifier": "mcqa",
-    "extract_choice": "mcqa",
+    "extract_choice": "extract",
+    "extract_number": "extract",
     "WorkerPool": "pool",
     "shared_pool": "pool",
     "SQLVerifier": "sql",
@@ -72,6 +74,7 @@ __all__ = [
     "WorkerPool",
     "extract_answer",
     "extract_choice",
+    "extract_number",
     "ifeval_metrics",
     "ifeval_task",
     "score_response",
@@ -81,6 +84,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "extract":  # the answer-extraction module, `gym.verify.extract`
+        return importlib.import_module("nemo_gym.verify.extract")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'nemo_gym.verify' has no attribute {name!r}")

@@ -49,7 +49,8 @@ from typing import Any, Literal
 from nemo_gym.errors import ConfigError, MissingDependency, SandboxError, VerifierError
 from nemo_gym.protocols import Sandbox, SandboxProvider
 from nemo_gym.records import ExecResult, ResourceLimits, Rewards, SandboxSpec, Task, Trajectory
-from nemo_gym.verify.common import fenced_blocks, response_text
+from nemo_gym.verify.common import response_text
+from nemo_gym.verify.extract import fenced_blocks
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,11 @@ def extract_code(text: str, language: str = "python") -> str:
     if blocks:
         return blocks[-1].body
     return text.strip()
+
+
+def _answered(rewards: Rewards, code: str | None) -> Rewards:
+    """`rewards` with the program that was run (None: the reply held no code)."""
+    return rewards.model_copy(update={"metadata": {"extracted_answer": code, **rewards.metadata}})
 
 
 def _number(token: str) -> float | None:
@@ -467,16 +473,17 @@ class CodeVerifier:
             raise VerifierError(str(exc), code="bad_tests") from exc
         code = extract_code(response_text(trajectory), self.language)
         if not code.strip():
-            return self._score(suite, [], error="no code in the response")
+            return _answered(self._score(suite, [], error="no code in the response"), None)
         for attempt in (1, 2):
             async with self._get_pool().lease() as sandbox:
                 try:
-                    return await self._run(sandbox, suite, code)
+                    return _answered(await self._run(sandbox, suite, code), code)
                 except SandboxError as exc:
                     # The solution may have killed its sandbox (or the host did): a fresh
                     # sandbox decides which; twice in a row is the solution's doing.
                     if attempt == 2:
-                        return self._score(suite, [], error=f"the sandbox broke: {exc}")
+                        broke = self._score(suite, [], error=f"the sandbox broke: {exc}")
+                        return _answered(broke, code)
                     logger.info("sandbox broke during verification, retrying: %s", exc)
         raise AssertionError("unreachable")
 

@@ -1,449 +1,26 @@
-"""Multiple-choice answers: a letter extractor and the verifier built on it.
+"""The multiple-choice verifier: the letter a reply commits to against the gold letter.
 
-`extract_choice` reads the letter a model committed to, from free text:
-
-1. explicit statements, the last one in the text winning (a final answer after a
-   draft): ``\\boxed{D}``, ``Answer: D``, ``**Answer:** (D)``, ``the correct option is
-   D``, ``Option D is correct``, ``(D) is the right answer``, ``答案是 D``;
-2. lenient mode only: a lone letter that is the whole reply, its last line (``(D) 42``)
-   or its first line, or a closing ``... so it's D.``;
-3. with `options`, the option text where no letter is found (``The answer is Paris``).
-
-An ambiguous final statement (``A or B``, ``A/B``, ``A and C``) or one naming a letter
-outside `letters` gives None: no guess. Mentions of options that are not answer
-statements (``Option A is wrong because ...``) are never picked. All patterns have
-bounded repetition, so the cost is linear in the length of the text.
+The extractor (`extract_choice`) lives in `nemo_gym.verify.extract`, with every other
+answer extractor; see docs/verify-text.md for what it reads.
 """
 
 from __future__ import annotations
 
-import logging
-import re
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from nemo_gym.errors import ConfigError, VerifierError
 from nemo_gym.records import Rewards, Task, Trajectory
 from nemo_gym.verify.common import GoldFn, get_gold, response_text
-
-log = logging.getLogger(__name__)
-
-__all__ = [
-    "ChoiceExtraction",
-    "MultipleChoiceVerifier",
-    "extract_choice",
-    "extract_choice_details",
-]
-
-Method = Literal["boxed", "statement", "lenient", "option_text"]
-
-# Statements are found from literal anchors searched from the end of the lowercased text
-# (`str.rfind`, C speed); each anchor is then checked by a regex matched at that spot only.
-# Scanning every position with one big case-insensitive regex cost ~100x more.
-_NOUN_STATEMENT = re.compile(
-    r"""
-    (?:answer|choice|option|selection)
-    (?:\s{1,3}(?:choice|option|letter))?
-    (?:\s{1,3}(?:here|then|therefore|thus|overall))?
-    [*_]{0,3}
-    (?:
-       \s{0,3}(?:[:=→]|[-–—]{1,2}(?!\d))
-     | \s{1,3}(?:is|would\s{1,3}be|should\s{1,3}be|must\s{1,3}be|will\s{1,3}be)(?![a-z'’])
-     | [*_\#\ \t]{0,6}\n
-    )
-    """,
-    re.VERBOSE,
-)
-_ANCHORS: dict[str, re.Pattern[str]] = {
-    "answer": _NOUN_STATEMENT,
-    "option": _NOUN_STATEMENT,
-    "choice": _NOUN_STATEMENT,
-    "selection": _NOUN_STATEMENT,
-    "答案": re.compile(r"答案\s{0,2}(?:应该是|应为|應為|是|为|為|:)"),
-    "选": re.compile(r"选择?(?=\s{0,2}[a-z(\[])"),
-    "choose": re.compile(r"choose\s"),
-    "select": re.compile(r"select\s"),
-    "pick": re.compile(r"pick\s"),
-    "go with": re.compile(r"go with\s"),
-    "correspond": re.compile(r"correspond(?:s|ing)?\s{1,3}to\s{1,3}(?=option|choice)"),
-    "match": re.compile(r"match(?:es|ing)?\s{1,3}(?=option|choice)"),
-}
-# "I choose B", "I'd go with B": a verb anchor counts only after a first person
-_FIRST_PERSON = re.compile(
-    r"(?<![a-z])(?:i|we)(?:'ll|’ll|'d|’d|\s{1,3}will|\s{1,3}would)?\s{1,3}\Z"
-)
-_VERBS = frozenset(("choose", "select", "pick", "go with"))
-# "Option D is correct", "(D) is the right answer", "D is the correct answer": found
-# from the adjective, the letter read from the 48 characters before it.
-_VERDICT_WORDS = ("correct", "right", "best")
-_VERDICT_AT = re.compile(
-    r"(?:correct|right|best)(?![a-z])(?P<noun>\s{1,3}(?:answer|option|choice)(?![a-z]))?"
-)
-_VERDICT_BEFORE = re.compile(
-    r"""
-    (?:(?<![a-z])(?P<noun>option|choice|answer)\s{0,3})?
-    (?P<open>\*\*[(\[]|\*\*|__|\$|[(\[]|)
-    (?<![a-z0-9'’])(?P<letter>[a-z])
-    (?P<close>[)\]]\*\*|\*\*|__|\$|[)\]]|)
-    \s{1,3}(?:is|would\s{1,3}be|must\s{1,3}be|should\s{1,3}be|seems\s{1,3}to\s{1,3}be)
-    \s{1,3}(?:the\s{1,3})?(?:(?:definitely|clearly)\s{1,3})?(?:(?:most|only|single)\s{1,3})?\Z
-    """,
-    re.VERBOSE,
-)
-_BOX_ANCHORS = ("\\boxed", "\\fbox")
-_BOX = re.compile(r"\\(?:boxed|fbox)\s{0,2}\{")
-
-# Wrappers, separators and filler words allowed between a keyword and its letter.
-_LEAD = re.compile(
-    r"""
-    [\s*_$`'"(\[{【「<:=~>\-–—→]{1,12}
-    | \\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|boxed|fbox|bf|it)\s{0,2}\{?
-    | (?:therefore|thus|hence|clearly|definitely|certainly|probably|likely|most|indeed|obviously
-        |simply|then|so|option|choice|letter|answer|final|correct|the|is|be|would|should|just
-        |choose|choosing|pick|select|go|with|to)(?![A-Za-z])
-    """,
-    re.IGNORECASE | re.VERBOSE,
-)
-_CLOSERS = ")]}*_$`'\"】」>"
-_OPENERS = frozenset("([{*$【「\\")
-_TERMINATORS = frozenset(".,;:!?\n\r)。，；！？")
-# Words that may follow a bare letter answer; "A good way", "I think" are prose instead.
-_CONTINUATIONS = frozenset(
-    "because since as is was which with for here there it this that from given due in on "
-    "per according hence so thus therefore".split()
-)
-_AMBIGUOUS = re.compile(
-    r"\s{0,3}(?:,|/|\||&|\+|、|或|和|及|(?i:and/or|or|and)(?![A-Za-z]))\s{0,3}"
-    r"(?i:(?:option|choice)\s{1,3})?[(\[*$]{0,3}\s{0,2}(?P<letter>[A-Za-z])(?![A-Za-z0-9'’])"
-)
-_LABEL = re.compile(r"[(\[]([A-Z])[)\]]")
-_WORD = re.compile(r"[ \t]{1,3}([A-Za-z]+)")
-
-_LONE = re.compile(r"[(\[【]?\s{0,2}([A-Za-z])\s{0,2}(?:[)\]】.:]{1,2}(?:\s.*)?)?", re.DOTALL)
-_TRAILING = re.compile(
-    r"(?:(?<![A-Za-z])(?i:is|be|it's|its|choose|pick|select|go\s{1,3}with|option|choice)|:)"
-    r"[\s*_$(\[:]{1,8}([A-Za-z])[)\]*_$]{0,6}[.!]?\s{0,8}\Z"
+from nemo_gym.verify.extract import extract_choice_details
+from nemo_gym.verify.extract._choice import (
+    PUNCT_EDGE,
+    normalize_choice_text,
+    option_key,
+    validate_letters,
 )
 
-_MAX_STATEMENTS = 64  # only the last ones matter; bounds the cost of a pathological text
-_TAIL = 120
-_NEAR_END = 1024
-_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
-_BOX = re.compile(r"\\(?:boxed|fbox)\s{0,2}\{")
-_LATEX_CMD = re.compile(r"\\[A-Za-z]{1,20}\s{0,2}")
-_MARKDOWN_EDGE = re.compile(r"^[\s*_#>`$]+|[\s*_`$]+$")
-_PUNCT_EDGE = " \t\r\n.,;:!?*_`$\"'()[]"
-
-
-@dataclass(frozen=True, slots=True)
-class ChoiceExtraction:
-    """What `extract_choice_details` found: the letter (or None), how, and why not."""
-
-    letter: str | None
-    method: Method | None = None
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Found:
-    kind: Literal["letter", "ambiguous", "invalid"]
-    letter: str = ""
-
-
-def _normalize(text: str) -> str:
-    # NFKC folds full-width forms: （Ｄ） -> (D), ： -> :, Ｄ -> D.
-    return text if text.isascii() else unicodedata.normalize("NFKC", text)
-
-
-def _read_letter(tail: str, letters: frozenset[str]) -> _Found | None:
-    """Read the answer letter at the start of `tail` (after a statement keyword)."""
-    pos = 0
-    for _ in range(12):
-        m = _LEAD.match(tail, pos)
-        if m is None:
-            break
-        pos = m.end()
-    wrapped_open = not _OPENERS.isdisjoint(tail[:pos])
-    if pos >= len(tail):
-        return None
-    char = tail[pos]
-    if not ("A" <= char <= "Z" or "a" <= char <= "z"):
-        return None
-    rest = tail[pos + 1 :]
-    nxt = rest[:1]
-    if nxt and nxt.isascii() and nxt.isalnum():
-        return None  # a word, not a letter
-    if nxt in ("'", "’", "-") and rest[1:2].isalpha():
-        return None  # "I'm", "A-level"
-    # "(I)", "**A**": a closing wrapper right after the letter makes it a label, not prose
-    wrapped = bool(nxt) and nxt in _CLOSERS and (nxt not in "'\"" or wrapped_open)
-    after = rest.lstrip(_CLOSERS)
-    amb = _AMBIGUOUS.match(after)
-    if amb is not None:
-        other = amb.group("letter")
-        if other.upper() in letters and (other.isupper() or char.islower()):
-            return _Found("ambiguous")
-    # "(A) 5 (B) 6 (C) 7": an echo of the options in order, not an answer
-    labels = _LABEL.findall(after.split("\n", 1)[0][:200])
-    following = [chr(ord(char.upper()) + 1), chr(ord(char.upper()) + 2)]
-    if labels[:2] == following:
-        return None
-    word = _WORD.match(after)
-    follow = word.group(1).lower() if word else None
-    upper = char.upper()
-    if char.isupper():
-        if not wrapped and upper in "AI" and follow is not None:
-            if follow not in _CONTINUATIONS and not word.group(1)[0].isupper():  # type: ignore[union-attr]
-                return None  # "A good way ...", "I think ..."
-        return _Found("letter", upper) if upper in letters else _Found("invalid", upper)
-    # lowercase: only when it cannot be the article "a" or other prose
-    ok = wrapped or not after or after[0] in _TERMINATORS
-    ok = ok or (follow in _CONTINUATIONS) or (after[:1] in " \t" and after.strip()[:1] in "(\n")
-    if ok and upper in letters:
-        return _Found("letter", upper)
-    return None
-
-
-def _boxed_content(text: str, start: int) -> str:
-    """The brace-balanced argument of the ``\\boxed{`` whose brace ends at `start`."""
-    depth = 1
-    end = min(len(text), start + 400)
-    for i in range(start, end):
-        c = text[i]
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start:i]
-    return text[start:end]
-
-
-def _clean_boxed(content: str) -> str:
-    content = _LATEX_CMD.sub(" ", content).replace("{", " ").replace("}", " ").replace("~", " ")
-    return " ".join(content.split())
-
-
-def _option_key(text: str) -> str:
-    text = _normalize(text)
-    text = _LATEX_CMD.sub(" ", text).replace("{", "").replace("}", "")
-    return " ".join(text.casefold().split()).strip(_PUNCT_EDGE)
-
-
-def _match_option(phrase: str, keys: Sequence[str], letters: str) -> _Found | None:
-    """The option whose text is `phrase`, or the only option named in it."""
-    key = _option_key(phrase)
-    if not key:
-        return None
-    exact = [i for i, option in enumerate(keys) if option and option == key]
-    if len(exact) == 1:
-        return _Found("letter", letters[exact[0]])
-    if len(key) > 600:  # a paragraph, not an answer phrase
-        return None
-    found = [
-        i
-        for i, option in enumerate(keys)
-        if option and re.search(r"(?<!\w)" + re.escape(option) + r"(?!\w)", key)
-    ]
-    # "10" inside "100 or 10" is one mention; an option contained in another is dropped
-    found = [i for i in found if not any(j != i and keys[i] in keys[j] for j in found)]
-    if len(found) == 1:
-        return _Found("letter", letters[found[0]])
-    if len(found) > 1:
-        return _Found("ambiguous")
-    return None
-
-
-def _phrase_after(text: str, start: int) -> str:
-    """The clause after a statement keyword: up to the end of the line or sentence."""
-    piece = text[start : start + 300].lstrip(" \t*_:")
-    piece = piece.split("\n", 1)[0]
-    cut = re.search(r"[.!?](?:\s|$)", piece)
-    return piece[: cut.start()] if cut else piece
-
-
-def _result(found: _Found, method: Method) -> ChoiceExtraction:
-    if found.kind == "letter":
-        return ChoiceExtraction(found.letter, method)
-    if found.kind == "ambiguous":
-        return ChoiceExtraction(None, method, "ambiguous: more than one option stated")
-    return ChoiceExtraction(None, method, f"stated letter {found.letter!r} is not an option")
-
-
-def _validate_letters(letters: str) -> frozenset[str]:
-    if (
-        not letters
-        or not all("A" <= c <= "Z" for c in letters)
-        or len(set(letters)) != len(letters)
-    ):
-        raise ConfigError(f"letters must be distinct capitals A-Z, got {letters!r}")
-    return frozenset(letters)
-
-
-def extract_choice_details(
-    text: str,
-    *,
-    letters: str = "ABCD",
-    strict: bool = False,
-    options: Sequence[str] | None = None,
-) -> ChoiceExtraction:
-    """Like `extract_choice`, and says how the letter was found or why none was."""
-    allowed = _validate_letters(letters)
-    if options is not None and len(options) > len(letters):
-        raise ConfigError(f"{len(options)} options but only {len(letters)} letters ({letters})")
-    text = _normalize(text)
-    # ASCII-only lowering keeps offsets aligned ("İ".lower() is two characters)
-    low = text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
-    keys = [_option_key(o) for o in options] if options else None
-
-    # Explicit statements and \boxed{}: the last one that names something decides.
-    # The answer is nearly always near the end: look there first, then at the rest.
-    split = max(0, len(text) - _NEAR_END)
-    windows = ((split, len(text)), (0, split)) if split else ((0, len(text)),)
-    budget = _MAX_STATEMENTS
-    for start, end in windows:
-        for at, kind in _candidates(text, low, start, end)[:budget]:
-            budget -= 1
-            decided = _statement(text, low, at, kind, allowed, letters, keys)
-            if decided is not None:
-                return decided
-
-    if not strict:
-        found = _lenient(text, allowed)
-        if found is not None:
-            return _result(found, "lenient")
-        if keys:
-            lines = [line for line in text.splitlines() if line.strip()]
-            for phrase in (text, lines[-1] if lines else ""):
-                found = _match_option(phrase, keys, letters) if len(phrase) <= 600 else None
-                if found is not None:
-                    return _result(found, "option_text")
-    return ChoiceExtraction(None, None, "no answer letter found")
-
-
-def _statement(
-    text: str,
-    low: str,
-    at: int,
-    kind: str,
-    allowed: frozenset[str],
-    letters: str,
-    keys: list[str] | None,
-) -> ChoiceExtraction | None:
-    """What the candidate statement at `at` decides, or None when it names nothing."""
-    if kind == "verdict":
-        found = _verdict(text, low, at, allowed)
-        return _result(found, "statement") if found is not None else None
-    if kind == "boxed":
-        m = _BOX.match(text, at)
-        if m is None:
-            return None
-        content = _clean_boxed(_boxed_content(text, m.end()))
-        found = _read_letter(content, allowed)
-        if found is not None:
-            return _result(found, "boxed")
-        found = _match_option(content, keys, letters) if keys else None
-        return _result(found, "option_text") if found is not None else None
-    if at > 0 and "a" <= low[at - 1] <= "z":
-        return None  # inside a word: "reanswer", "adoption"
-    m = _ANCHORS[kind].match(low, at)
-    if m is None or (kind in _VERBS and not _FIRST_PERSON.search(low, max(0, at - 12), at)):
-        return None
-    found = _read_letter(text[m.end() : m.end() + _TAIL], allowed)
-    if found is not None:
-        return _result(found, "statement")
-    found = _match_option(_phrase_after(text, m.end()), keys, letters) if keys else None
-    return _result(found, "option_text") if found is not None else None
-
-
-def _candidates(text: str, low: str, start: int, end: int) -> list[tuple[int, str]]:
-    """Where statements may start within [start, end), last first (at most 64)."""
-    found: list[tuple[int, str]] = []
-    for word in _ANCHORS:
-        _last_occurrences(low, word, word, start, end, found)
-    for word in _VERDICT_WORDS:
-        _last_occurrences(low, word, "verdict", start, end, found)
-    for word in _BOX_ANCHORS:
-        _last_occurrences(text, word, "boxed", start, end, found)
-    found.sort(reverse=True)
-    return found[:_MAX_STATEMENTS]
-
-
-def _last_occurrences(
-    haystack: str, needle: str, kind: str, start: int, end: int, out: list[tuple[int, str]]
-) -> None:
-    end = min(len(haystack), end + len(needle) - 1)  # an anchor starting before `end`
-    for _ in range(_MAX_STATEMENTS):
-        at = haystack.rfind(needle, start, end)
-        if at < 0:
-            return
-        out.append((at, kind))
-        end = at
-
-
-def _verdict(text: str, low: str, at: int, allowed: frozenset[str]) -> _Found | None:
-    """A letter named before "is (the) correct/right/best" starting at `at`."""
-    if at > 0 and "a" <= low[at - 1] <= "z":
-        return None  # "incorrect", "upright"
-    after = _VERDICT_AT.match(low, at)
-    if after is None:
-        return None
-    m = _VERDICT_BEFORE.search(low, max(0, at - 48), at)
-    if m is None:
-        return None
-    letter = text[m.start("letter")]
-    labelled = bool(m.group("noun") or m.group("open") or m.group("close"))
-    # a bare capital needs the noun after it: "Statement I is correct" names no choice
-    if not labelled and not (letter.isupper() and after.group("noun")):
-        return None
-    upper = letter.upper()
-    return _Found("letter", upper) if upper in allowed else None
-
-
-def _lenient(text: str, allowed: frozenset[str]) -> _Found | None:
-    """A lone letter: the whole reply, a closing "... it's D.", the last or first line."""
-    stripped = text.strip()
-    if not stripped:
-        return None
-    tail = stripped[-60:]
-    m = _TRAILING.search(tail)
-    if m is not None:
-        found = _read_letter(tail[m.start(1) - 1 :], allowed)
-        if found is not None:
-            return found
-    lines = [line for line in stripped[-2000:].splitlines() if line.strip()]
-    head = [line for line in stripped[:2000].splitlines() if line.strip()]
-    for line, whole in ((lines[-1], False), (head[0], True)):
-        line = _MARKDOWN_EDGE.sub("", line)[:300]
-        m = _LONE.fullmatch(line)
-        if m is None:
-            continue
-        letter = m.group(1)
-        if whole and line[m.end(1) :].strip(" )]】.:"):
-            continue  # the first line must be the letter alone
-        found = _read_letter(line, allowed)
-        if found is not None and (letter.isupper() or len(line) <= 3):
-            return found
-    return None
-
-
-def extract_choice(
-    text: str,
-    *,
-    letters: str = "ABCD",
-    strict: bool = False,
-    options: Sequence[str] | None = None,
-) -> str | None:
-    """The option letter a model's reply commits to, or None when it commits to none.
-
-    `letters` are the valid choices in order (``"ABCDEFGHIJ"`` for ten options).
-    `strict` accepts only explicit answer statements and ``\\boxed{}``; the default
-    also takes a lone letter ending or opening the reply. `options`, the option texts
-    in letter order, let an answer given as text (``The answer is Paris``) count.
-    """
-    return extract_choice_details(text, letters=letters, strict=strict, options=options).letter
+__all__ = ["MultipleChoiceVerifier"]
 
 
 OptionsFn = Callable[[Task], Sequence[str] | Mapping[str, str] | None]
@@ -478,7 +55,7 @@ class MultipleChoiceVerifier:
         weights: Mapping[str, float] | None = None,
     ) -> None:
         if letters is not None:
-            _validate_letters(letters)
+            validate_letters(letters)
         self.letters = letters
         self.strict = strict
         self.match_option_text = match_option_text
@@ -509,7 +86,7 @@ class MultipleChoiceVerifier:
                 letters = "".join(chr(ord("A") + i) for i in range(len(texts)))
         letters = letters or "ABCD"
         try:
-            _validate_letters(letters)
+            validate_letters(letters)
         except ConfigError as exc:
             raise VerifierError(f"task {task.id}: {exc}") from exc
         if texts is not None and len(texts) > len(letters):
@@ -529,12 +106,12 @@ class MultipleChoiceVerifier:
                 f"task {task.id}: the gold must be a letter, an index or an option text, "
                 f"got {type(value).__name__}"
             )
-        bare = _normalize(value).strip(_PUNCT_EDGE)
+        bare = normalize_choice_text(value).strip(PUNCT_EDGE)
         if len(bare) == 1 and bare.upper() in letters:
             return bare.upper()
         if texts:
-            key = _option_key(value)
-            matches = [i for i, t in enumerate(texts) if _option_key(t) == key]
+            key = option_key(value)
+            matches = [i for i, t in enumerate(texts) if option_key(t) == key]
             if len(matches) == 1:
                 return letters[matches[0]]
         raise VerifierError(f"task {task.id}: gold {value!r} is not one of the letters {letters}")

@@ -34,7 +34,8 @@ from typing import Any
 
 from nemo_gym.errors import ConfigError, VerifierError
 from nemo_gym.records import Rewards, Task, Trajectory
-from nemo_gym.verify.common import GoldFn, fenced_blocks, get_gold, response_text
+from nemo_gym.verify.common import GoldFn, get_gold, response_text
+from nemo_gym.verify.extract import fenced_blocks
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ class SQLVerifier:
             return Rewards(
                 reward=0.0,
                 components={"accuracy": 0.0, "executable": 0.0},
-                metadata={"extracted_answer": pred_sql, "error": "empty query"},
+                metadata={"extracted_answer": None, "error": "empty query"},
             )
         # Both queries have their own deadline inside the thread; the outer wait is a
         # backstop for time spent outside the SQLite VM (opening, setup scripts).

@@ -16,7 +16,8 @@ from typing import Any
 
 from nemo_gym.errors import ConfigError, VerifierError, require
 from nemo_gym.records import Rewards, Task, ToolCall, Trajectory
-from nemo_gym.verify.common import GoldFn, fenced_blocks, get_gold, response_text
+from nemo_gym.verify.common import GoldFn, get_gold, response_text
+from nemo_gym.verify.extract import fenced_blocks
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,11 @@ def json_equal(a: Any, b: Any, *, allow_extra_keys: bool = False) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _answer(parsed: ParsedJSON) -> Any:
+    # None means "no answer" in `metadata["extracted_answer"]`: a JSON null is written out.
+    return "null" if parsed.value is None else parsed.value
+
+
 def _no_json(parsed: ParsedJSON) -> Rewards:
     return Rewards(
         reward=0.0,
@@ -137,7 +143,7 @@ class JSONMatch:
         return Rewards(
             reward=score,
             components={"accuracy": score, "format": 1.0},
-            metadata={"extracted_answer": parsed.value, "source": parsed.source},
+            metadata={"extracted_answer": _answer(parsed), "source": parsed.source},
         )
 
 
@@ -211,7 +217,7 @@ class JSONSchemaVerifier:
             for e in errors[: self.max_errors]
         ]
         score = float(not errors)
-        metadata: dict[str, Any] = {"extracted_answer": parsed.value, "source": parsed.source}
+        metadata: dict[str, Any] = {"extracted_answer": _answer(parsed), "source": parsed.source}
         if errors:
             metadata["errors"] = details
             metadata["reason"] = f"{len(errors)} schema error(s); first at {details[0]['path']}"
@@ -347,11 +353,13 @@ class ToolCallMatch:
         exact = float(full == len(expected) == len(actual))
         denominator = max(len(expected), len(actual))
         partial = sum(s for _, _, s in pairs) / denominator if denominator else 1.0
+        made = [
+            {"name": c.name, "arguments": c.arguments if c.arguments is not None else c.raw}
+            for c in actual
+        ]
         metadata: dict[str, Any] = {
-            "extracted_answer": [
-                {"name": c.name, "arguments": c.arguments if c.arguments is not None else c.raw}
-                for c in actual
-            ],
+            # no call where calls were expected is no answer; none expected, none made is one
+            "extracted_answer": made if made or not expected else None,
             "matched": full,
             "expected": len(expected),
         }

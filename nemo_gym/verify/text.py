@@ -11,26 +11,28 @@ from __future__ import annotations
 import math
 import re
 import string
-import unicodedata
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from nemo_gym.errors import ConfigError, VerifierError
 from nemo_gym.records import Rewards, Task, Trajectory
 from nemo_gym.verify.common import GoldFn, get_gold, gold_strings, response_text
+from nemo_gym.verify.extract import (
+    ParsedNumber,
+    PercentPolicy,
+    check_percent_policy,
+    extract_number,
+    parse_number,
+)
 
 __all__ = [
     "ExactMatch",
     "NormalizedMatch",
     "NumericMatch",
-    "ParsedNumber",
     "RegexMatch",
     "TokenF1",
-    "extract_number",
     "normalize_answer",
-    "parse_number",
     "token_f1",
 ]
 
@@ -60,6 +62,10 @@ def token_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def _no_answer(answer: str | None) -> str:
+    return "extract found no answer" if answer is None else "empty reply"
+
+
 class _TextVerifier:
     """Reads the answer (the reply, or `extract(reply)`) and the gold strings."""
 
@@ -86,11 +92,11 @@ class _TextVerifier:
         """Score the reply against every gold; the best match counts."""
         golds = self._golds(task)
         answer = self._answer(trajectory)
-        if answer is None:
+        if answer is None or not answer.strip():
             return Rewards(
                 reward=0.0,
                 components={"accuracy": 0.0},
-                metadata={"extracted_answer": None, "reason": "extract found no answer"},
+                metadata={"extracted_answer": None, "reason": _no_answer(answer)},
             )
         score = self._compare(answer, golds)
         return Rewards(
@@ -136,11 +142,11 @@ class TokenF1(_TextVerifier):
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
         golds = self._golds(task)
         answer = self._answer(trajectory)
-        if answer is None:
+        if answer is None or not answer.strip():
             return Rewards(
                 reward=0.0,
                 components={"f1": 0.0, "exact_match": 0.0},
-                metadata={"extracted_answer": None, "reason": "extract found no answer"},
+                metadata={"extracted_answer": None, "reason": _no_answer(answer)},
             )
         f1 = max(token_f1(answer, g) for g in golds)
         key = normalize_answer(answer)
@@ -210,123 +216,16 @@ class RegexMatch(_TextVerifier):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedNumber:
-    """A number read from text; `percent` when written with ``%`` (value as written)."""
-
-    value: float
-    text: str
-    percent: bool = False
-
-    def candidates(self) -> tuple[float, ...]:
-        """The values it may stand for: 12% is 12 or 0.12."""
-        return (self.value, self.value / 100) if self.percent else (self.value,)
-
-
-# Every repetition is bounded or consumed by the match, so scanning is linear.
-_NUMBER = re.compile(
-    r"""
-    (?<![\w.])
-    (?P<sign>[-+])?
-    [$€£¥]?
-    (?:
-      \\d?frac\{(?P<fnum>\d{1,30}(?:\.\d{1,30})?)\}\{(?P<fden>\d{1,30}(?:\.\d{1,30})?)\}
-    | (?P<num>\d{1,3}(?:,\d{3})+(?![\d])(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)
-      (?:[eE](?P<exp>[-+]?\d{1,4})(?![\d]))?
-      (?:[ ]?(?:[x×*]|\\times|\\cdot)[ ]?10\^\{?(?P<exp2>[-+]?\d{1,4})\}?)?
-      (?:[ ]?/[ ]?(?P<den>\d{1,30}(?:\.\d{1,30})?)(?![\d.]))?
-    )
-    (?P<pct>[ ]?(?:%|\\%|percent\b))?
-    """,
-    re.VERBOSE,
-)
-_WINDOW = 16_384
-_BOXED = re.compile(r"\\boxed\s{0,2}\{")
-_STATED = re.compile(r"(?i)(?<![a-z])answer(?:\s{1,3}is|\s{0,3}[:=])")
-_DASHES = str.maketrans({"−": "-", "–": "-", "\u00a0": " ", "\u202f": " ", "\u2009": " "})
-
-
-def _prepare(text: str) -> str:
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
-    return text.translate(_DASHES)
-
-
-def _to_number(m: re.Match[str]) -> ParsedNumber | None:
-    try:
-        if m.group("fnum") is not None:
-            value = float(m.group("fnum")) / float(m.group("fden"))
-        else:
-            value = float(m.group("num").replace(",", ""))
-            exponent = m.group("exp") or m.group("exp2")
-            if exponent is not None:
-                value *= 10.0 ** int(exponent)
-            if m.group("den") is not None:
-                value /= float(m.group("den"))
-    except (ZeroDivisionError, OverflowError):
-        return None
-    if m.group("sign") == "-":
-        value = -value
-    if not math.isfinite(value):
-        return None
-    return ParsedNumber(value, m.group(0).strip(), percent=m.group("pct") is not None)
-
-
-def parse_number(text: str) -> ParsedNumber | None:
-    """`text` as one number (``"1,234.5"``, ``"-3e-4"``, ``"12%"``, ``"3/4"``), or None."""
-    text = _prepare(text).strip().rstrip(".")
-    m = _NUMBER.fullmatch(text)
-    return _to_number(m) if m is not None else None
-
-
-def _last_number(text: str, start: int = 0, end: int | None = None) -> ParsedNumber | None:
-    end = len(text) if end is None else end
-    # Look at the last 16k characters first: a megabyte of "1,1,1,..." would otherwise
-    # cost half a million matches. A match near the window's cut may be a truncated
-    # number, so then the whole range is scanned.
-    cut = max(start, end - _WINDOW)
-    for begin in (cut, start) if cut > start else (start,):
-        last = None
-        for last in _NUMBER.finditer(text, begin, end):  # noqa: B007 - the last one counts
-            pass
-        if last is not None and (begin == start or last.start() - begin > 64):
-            return _to_number(last)
-    return None
-
-
-def extract_number(text: str) -> ParsedNumber | None:
-    """The final numeric answer in a reply.
-
-    The number in the last ``\\boxed{}``, else the first number after the last
-    ``answer is`` / ``Answer:``, else the last number in the text.
-    """
-    text = _prepare(text)
-    box = text.rfind("\\boxed")
-    if box >= 0 and (m := _BOXED.match(text, box)) is not None:
-        close = text.find("}", m.end())
-        # \boxed{\frac{1}{2}} nests braces: take a bounded window, not the first "}"
-        end = min(len(text), m.end() + 200) if close < 0 or "{" in text[m.end() : close] else close
-        found = _last_number(text, m.end(), end)
-        if found is not None:
-            return found
-    stated = None
-    for stated in _STATED.finditer(text, max(0, len(text) - 4000)):  # noqa: B007
-        pass
-    if stated is not None:
-        m = _NUMBER.search(text, stated.end(), min(len(text), stated.end() + 100))
-        if m is not None and (found := _to_number(m)) is not None:
-            return found
-    return _last_number(text)
-
-
 class NumericMatch:
     """1.0 when the reply's final number equals the gold within tolerance.
 
     The gold is a number or a string holding one. Numbers may be written with thousands
     commas, a sign, a currency symbol, scientific notation (``1.5e-3``, ``1.5 × 10^{-3}``),
-    as a fraction (``3/4``, ``\\frac{3}{4}``) or a percent: ``12%`` matches a gold of 12
-    or 0.12. Equality is `math.isclose(rel_tol, abs_tol)`. Components: ``accuracy`` and
-    ``format`` (1.0 when a number was found).
+    as a fraction (``3/4``, ``\\frac{3}{4}``) or a percent, read by `percent`: ``"strip"``
+    (the default, the GSM8K/MATH graders' rule: ``12%`` matches 12), ``"value"`` (0.12)
+    or ``"either"``. Equality is `math.isclose(rel_tol, abs_tol)`. Components:
+    ``accuracy`` and ``format`` (1.0 when a number was found); ``metadata`` holds
+    ``extracted_answer`` (None when the reply has no number) and ``value``.
     """
 
     def __init__(
@@ -334,11 +233,16 @@ class NumericMatch:
         rel_tol: float = 1e-6,
         abs_tol: float = 1e-9,
         *,
+        percent: PercentPolicy = "strip",
         gold: GoldFn | None = None,
         extract: Callable[[str], ParsedNumber | None] | None = None,
     ) -> None:
         if rel_tol < 0 or abs_tol < 0:
             raise ConfigError("NumericMatch: tolerances must be >= 0")
+        try:
+            self.percent = check_percent_policy(percent)
+        except ValueError as exc:
+            raise ConfigError(f"NumericMatch: {exc}") from exc
         self.rel_tol = rel_tol
         self.abs_tol = abs_tol
         self.gold = gold
@@ -361,11 +265,11 @@ class NumericMatch:
         return out
 
     def matches(self, answer: ParsedNumber, gold: ParsedNumber) -> bool:
-        """Whether two parsed numbers are equal within tolerance (percent either way)."""
+        """Whether two parsed numbers are equal within tolerance (under `percent`)."""
         return any(
             math.isclose(a, g, rel_tol=self.rel_tol, abs_tol=self.abs_tol)
-            for a in answer.candidates()
-            for g in gold.candidates()
+            for a in answer.candidates(self.percent)
+            for g in gold.candidates(self.percent)
         )
 
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:

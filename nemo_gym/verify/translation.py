@@ -63,7 +63,7 @@ class _SentenceMetric:
         return Rewards(
             reward=reward,
             components={name: reward},
-            metadata={"extracted_answer": hypothesis, "score": score},
+            metadata={"extracted_answer": hypothesis or None, "score": score},
         )
 
 

@@ -1,81 +1,62 @@
-"""The Anthropic adapter against the real `anthropic` SDK over an in-process transport."""
+"""The Anthropic adapter over a real loopback server, for each transport and mode."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
 anthropic = pytest.importorskip("anthropic")
 httpx2 = pytest.importorskip("httpx2")
+pytest.importorskip("httptools")
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from nemo_gym.errors import ConfigError, ModelError  # noqa: E402
 from nemo_gym.models import RetryPolicy  # noqa: E402
-from nemo_gym.models.anthropic import (  # noqa: E402
-    DEFAULT_MAX_TOKENS,
-    Anthropic,
-    _anthropic_messages,
-    _tool_input,
-)
+from nemo_gym.models.anthropic import DEFAULT_MAX_TOKENS, Anthropic  # noqa: E402
 from nemo_gym.records import Message, ModelRequest, Sampling, ToolCall, ToolSpec  # noqa: E402
+from nemo_gym.testing.httpserver import HTTPRequest, Reply  # noqa: E402
+from nemo_gym.wire.anthropic import messages_out, tool_input  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:9"
 FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002)
 
 
 class FakeServer:
-    """A MockTransport handler: records requests, answers from a queue, counts in-flight."""
+    """A scripted handler: records requests, answers from a queue, counts in-flight.
+
+    Recorded bodies leave out `stream`, which only the streaming mode adds.
+    """
 
     def __init__(self, *replies: tuple[int, dict[str, Any]], delay_s: float = 0.0) -> None:
         self.replies = list(replies)
         self.delay_s = delay_s
-        self.requests: list[httpx2.Request] = []
+        self.requests: list[HTTPRequest] = []
         self.bodies: list[dict[str, Any]] = []
         self.in_flight = 0
         self.max_in_flight = 0
 
-    async def __call__(self, request: httpx2.Request) -> httpx2.Response:
+    async def __call__(self, request: HTTPRequest) -> Reply:
         self.requests.append(request)
-        self.bodies.append(json.loads(request.content))
+        self.bodies.append({k: v for k, v in request.json().items() if k != "stream"})
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
             status, body = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
-            return httpx2.Response(status, json=body)
+            return Reply(status, body)
         finally:
             self.in_flight -= 1
 
     @property
     def body(self) -> dict[str, Any]:
         return self.bodies[-1]
-
-
-@pytest.fixture
-async def client_for() -> AsyncIterator[Callable[[FakeServer], Any]]:
-    made: list[Any] = []
-
-    def make(server: FakeServer) -> Any:
-        client = anthropic.AsyncAnthropic(
-            api_key="x",
-            base_url=BASE_URL,
-            max_retries=0,
-            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(server)),
-        )
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        await client.close()
 
 
 def message_body(
@@ -111,10 +92,10 @@ WEATHER = ToolSpec(
 
 async def test_plain_reply(client_for: Any) -> None:
     server = FakeServer(message_body([{"type": "text", "text": "Hello!"}]))
-    model = Anthropic("claude-test", client=client_for(server))
+    model = Anthropic("claude-test", **(await client_for(server, prefix="")))
     response = await model.generate(ask())
 
-    assert str(server.requests[0].url) == f"{BASE_URL}/v1/messages"
+    assert server.requests[0].path == "/v1/messages"
     assert server.body == {
         "model": "claude-test",
         "max_tokens": DEFAULT_MAX_TOKENS,
@@ -147,7 +128,7 @@ async def test_thinking_and_tool_use_parsed(client_for: Any) -> None:
             cache_creation_input_tokens=5,
         )
     )
-    model = Anthropic("claude-test", client=client_for(server))
+    model = Anthropic("claude-test", **(await client_for(server, prefix="")))
     response = await model.generate(ask(tools=(WEATHER,)))
 
     assert server.body["tools"] == [
@@ -168,7 +149,7 @@ async def test_thinking_and_tool_use_parsed(client_for: Any) -> None:
 
 async def test_multi_turn_wire_format(client_for: Any) -> None:
     server = FakeServer(message_body([{"type": "text", "text": "Done."}]))
-    model = Anthropic("claude-test", client=client_for(server))
+    model = Anthropic("claude-test", **(await client_for(server, prefix="")))
     request = ModelRequest(
         messages=(
             Message.system("Be brief."),
@@ -231,7 +212,7 @@ async def test_sampling_mapping(client_for: Any) -> None:
     server = FakeServer(message_body([{"type": "text", "text": "x"}]))
     model = Anthropic(
         "claude-test",
-        client=client_for(server),
+        **(await client_for(server, prefix="")),
         max_tokens=1000,
         thinking_budget=2048,
         default_sampling=Sampling(temperature=0.3, extra={"top_k": 40}),
@@ -249,14 +230,14 @@ async def test_sampling_mapping(client_for: Any) -> None:
 
 async def test_per_request_model_and_base_url(client_for: Any) -> None:
     server = FakeServer(message_body([{"type": "text", "text": "x"}]))
-    model = Anthropic("claude-test", client=client_for(server))
-    await model.generate(ask(model="claude-other", base_url="http://127.0.0.3:7000"))
+    replica = FakeServer(message_body([{"type": "text", "text": "x"}]))
+    model = Anthropic("claude-test", **(await client_for(server, prefix="")))
+    other = (await client_for(replica, prefix="", host="127.0.0.3"))["base_url"]
+    await model.generate(ask(model="claude-other", base_url=other))
     await model.generate(ask())
-    assert [str(r.url) for r in server.requests] == [
-        "http://127.0.0.3:7000/v1/messages",
-        f"{BASE_URL}/v1/messages",
-    ]
-    assert [b["model"] for b in server.bodies] == ["claude-other", "claude-test"]
+    assert [r.path for r in replica.requests] == ["/v1/messages"]
+    assert [r.path for r in server.requests] == ["/v1/messages"]
+    assert [b["model"] for b in replica.bodies + server.bodies] == ["claude-other", "claude-test"]
 
 
 @pytest.mark.parametrize(
@@ -265,14 +246,14 @@ async def test_per_request_model_and_base_url(client_for: Any) -> None:
 )
 async def test_transient_errors_retried(client_for: Any, first: tuple[int, dict[str, Any]]) -> None:
     server = FakeServer(first, message_body([{"type": "text", "text": "ok"}]))
-    model = Anthropic("claude-test", client=client_for(server), retry=FAST)
+    model = Anthropic("claude-test", **(await client_for(server, prefix="")), retry=FAST)
     assert (await model.generate(ask())).message.content == "ok"
     assert len(server.requests) == 2
 
 
 async def test_bad_request_not_retried(client_for: Any) -> None:
     server = FakeServer(error_body(400, "invalid_request_error", "max_tokens too large"))
-    model = Anthropic("claude-test", client=client_for(server), retry=FAST)
+    model = Anthropic("claude-test", **(await client_for(server, prefix="")), retry=FAST)
     with pytest.raises(ModelError, match="max_tokens too large") as info:
         await model.generate(ask())
     assert (info.value.retryable, info.value.status_code) == (False, 400)
@@ -281,7 +262,7 @@ async def test_bad_request_not_retried(client_for: Any) -> None:
 
 async def test_server_errors_exhaust_retries(client_for: Any) -> None:
     server = FakeServer(error_body(500, "api_error", "internal"))
-    model = Anthropic("claude-test", client=client_for(server), retry=FAST)
+    model = Anthropic("claude-test", **(await client_for(server, prefix="")), retry=FAST)
     with pytest.raises(ModelError) as info:
         await model.generate(ask())
     assert (info.value.retryable, info.value.status_code) == (True, 500)
@@ -290,7 +271,7 @@ async def test_server_errors_exhaust_retries(client_for: Any) -> None:
 
 async def test_max_concurrency_is_respected(client_for: Any) -> None:
     server = FakeServer(message_body([{"type": "text", "text": "ok"}]), delay_s=0.02)
-    model = Anthropic("claude-test", client=client_for(server), max_concurrency=2)
+    model = Anthropic("claude-test", **(await client_for(server, prefix="")), max_concurrency=2)
     await asyncio.gather(*(model.generate(ask()) for _ in range(7)))
     assert server.max_in_flight == 2
 
@@ -301,13 +282,50 @@ def test_constructor_errors() -> None:
     with pytest.raises(ConfigError, match="thinking_budget"):
         Anthropic("claude-test", base_url=BASE_URL, thinking_budget=0)
     with pytest.raises(ConfigError, match="not both"):
-        Anthropic("claude-test", client=object(), api_key="k")
+        Anthropic(
+            "claude-test",
+            client=anthropic.AsyncAnthropic(api_key="x", base_url=BASE_URL),
+            api_key="k",
+        )
+    with pytest.raises(ConfigError, match="SDK client, got object"):
+        Anthropic("claude-test", client=object())
 
 
-async def test_owned_client_is_closed() -> None:
-    async with Anthropic("claude-test", api_key="k", base_url=BASE_URL) as model:
-        assert model.client.max_retries == 0
-    assert model.client.is_closed()
+async def test_headers_and_transport_choice(
+    client_for: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = FakeServer(message_body([{"type": "text", "text": "x"}]))
+    async with Anthropic("claude-test", api_key="k", **(await client_for(server, prefix=""))) as m:
+        await m.generate(ask())
+    headers = server.requests[0].headers
+    if client_for.transport == "fast":
+        assert (headers["x-api-key"], headers["anthropic-version"]) == ("k", "2023-06-01")
+    else:  # the SDK's own choice of header and API version
+        assert "k" in (headers.get("x-api-key"), headers.get("authorization", "")[7:])
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert Anthropic("claude-test", api_key="k").transport == "sdk"  # api.anthropic.com
+    assert Anthropic("claude-test", base_url=BASE_URL).transport == "fast"
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
+        Anthropic("claude-test", transport="fast")
+
+
+async def test_a_callers_sdk_client_is_used_and_never_closed() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        status, body = message_body([{"type": "text", "text": "hi"}])
+        return httpx2.Response(status, json=body)
+
+    client = anthropic.AsyncAnthropic(
+        api_key="x",
+        base_url=BASE_URL,
+        max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    async with Anthropic("claude-test", client=client) as model:
+        assert (await model.generate(ask())).message.content == "hi"
+        assert model.transport == "sdk"
+    assert not client.is_closed()
+    await client.close()
 
 
 # --------------------------------------------------------------------------- properties
@@ -331,7 +349,7 @@ _message = st.one_of(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(_message, max_size=8))
 def test_conversion_alternates_roles_and_keeps_everything(messages: list[Message]) -> None:
-    system, turns = _anthropic_messages(messages)
+    system, turns = messages_out(messages)
     roles = [turn["role"] for turn in turns]
     assert all(a != b for a, b in itertools.pairwise(roles))
 
@@ -359,7 +377,7 @@ def test_conversion_alternates_roles_and_keeps_everything(messages: list[Message
 @given(st.dictionaries(_text, st.integers() | _text, max_size=4))
 def test_tool_input_round_trips_json_objects(arguments: dict[str, Any]) -> None:
     call = ToolCall(id="c", name="f", arguments=json.dumps(arguments))
-    assert _tool_input(call) == arguments
+    assert tool_input(call) == arguments
 
 
 @given(_text)
@@ -369,4 +387,4 @@ def test_tool_input_wraps_anything_else(text: str) -> None:
     except json.JSONDecodeError:
         is_object = False
     if not is_object:
-        assert _tool_input(ToolCall(id="c", name="f", arguments=text)) == {"_raw": text}
+        assert tool_input(ToolCall(id="c", name="f", arguments=text)) == {"_raw": text}

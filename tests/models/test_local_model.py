@@ -1,4 +1,4 @@
-"""Tests of `nemo_gym.models.local`: parsing and sampling (fast), the real SmolLM2 (slow).
+"""Tests of `Local` and the `LivePolicy` engine it shares: sampling (fast), the real SmolLM2 (slow).
 
 The slow tests share one model, loaded once per module from the cache under
 `$NEMO_GYM_CACHE` (default `~/.cache/nemo_gym`); on an empty cache the first load
@@ -9,31 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import math
 import time
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from nemo_gym.errors import ConfigError, ModelError
-from nemo_gym.models.local import (
-    CHATML_TEMPLATE,
-    Local,
-    cache_root,
-    embedded_gguf_path,
-    parse_tool_calls,
-    render_tool_call,
-    render_tools_prompt,
-    sample_next,
-)
+from nemo_gym.models.chat import CHATML_TEMPLATE
+from nemo_gym.models.local import Local, cache_root, default_threads, embedded_gguf_path
+from nemo_gym.models.policy import sample_next
 from nemo_gym.records import (
     Message,
     ModelCall,
     ModelRequest,
     Sampling,
-    ToolCall,
     ToolSpec,
     Trajectory,
 )
@@ -61,85 +50,6 @@ def run_sync(coroutine):
 
 def ask(text: str, sampling: Sampling = GREEDY, **fields: object) -> ModelRequest:
     return ModelRequest(messages=(Message.user(text),), sampling=sampling, **fields)
-
-
-# ---------------------------------------------------------------------------------------
-# Tool calls (no model)
-
-names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True)
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=10),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
-    max_leaves=6,
-)
-arguments = st.dictionaries(st.text(max_size=8), json_values, max_size=4)
-# Free text around the calls; it may not open a tag of its own.
-prose = st.text(max_size=30).filter(lambda s: "<tool_call>" not in s and "</tool_call>" not in s)
-
-
-@settings(max_examples=50, deadline=None)
-@given(before=prose, calls=st.lists(st.tuples(names, arguments), min_size=1, max_size=3))
-def test_rendered_tool_calls_parse_back(before: str, calls: list[tuple[str, dict]]) -> None:
-    text = before + "".join(
-        render_tool_call(ToolCall(id="x", name=n, arguments=json.dumps(a))) for n, a in calls
-    )
-    content, parsed = parse_tool_calls(text)
-    assert [(c.name, json.loads(c.arguments)) for c in parsed] == calls
-    assert content == (before.strip() or None)
-    assert len({c.id for c in parsed}) == len(parsed)
-
-
-@settings(max_examples=50, deadline=None)
-@given(prose)
-def test_text_without_tool_calls_is_unchanged(text: str) -> None:
-    assert parse_tool_calls(text) == (text, ())
-
-
-def test_malformed_tool_calls_stay_in_the_content() -> None:
-    text = 'ok <tool_call>{"name": 3}</tool_call> <tool_call>not json</tool_call>'
-    assert parse_tool_calls(text) == (text, ())
-    content, calls = parse_tool_calls('<tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}')
-    assert calls == () and content.startswith("<tool_call>")  # unclosed: left as text
-
-
-def test_string_arguments_are_kept_as_written() -> None:
-    _, calls = parse_tool_calls('<tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call>')
-    assert calls[0].arguments == '{"a": 1}'
-
-
-def test_tools_prompt_lists_every_tool_as_openai_json() -> None:
-    prompt = render_tools_prompt([ADD])
-    assert json.dumps(ADD.to_openai()) in prompt
-    assert "<tool_call>" in prompt and "</tools>" in prompt
-
-
-def test_hermes_rendering_for_a_template_without_tools() -> None:
-    model = Local()  # not loaded: rendering the messages needs no model
-    call = ToolCall(id="call_1", name="add", arguments='{"a": 2, "b": 3}')
-    history = [
-        Message.user("add 2 and 3"),
-        Message.assistant(None, tool_calls=(call,)),
-        Message.tool("5", tool_call_id="call_1"),
-    ]
-    rendered, extra = model._template_messages(history, [ADD])
-    assert extra == {}
-    assert rendered[0] == {"role": "system", "content": render_tools_prompt([ADD])}
-    assert rendered[2] == {"role": "assistant", "content": render_tool_call(call)}
-    assert rendered[3] == {"role": "tool", "content": "<tool_response>\n5\n</tool_response>"}
-    with_system, _ = model._template_messages([Message.system("Be brief."), *history], [ADD])
-    assert with_system[0]["content"] == "Be brief.\n\n" + render_tools_prompt([ADD])
-
-
-def test_openai_shaped_messages_for_a_template_with_tools() -> None:
-    model = Local()
-    model._native_tools = True  # as for a checkpoint whose template renders `tools`
-    call = ToolCall(id="call_1", name="add", arguments='{"a": 2, "b": 3}')
-    history = [Message.assistant("sure", tool_calls=(call,)), Message.tool("5", tool_call_id="c")]
-    rendered, extra = model._template_messages(history, [ADD])
-    assert extra == {"tools": [ADD.to_openai()]}
-    function = {"name": "add", "arguments": {"a": 2, "b": 3}}
-    assert rendered[0]["tool_calls"] == [{"id": "call_1", "type": "function", "function": function}]
-    assert rendered[1] == {"role": "tool", "content": "5", "tool_call_id": "c"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -213,6 +123,17 @@ async def test_bad_sampling_fails_without_loading(sampling: Sampling, field: str
 async def test_a_per_request_model_switch_is_refused() -> None:
     with pytest.raises(ModelError, match="cannot switch"):
         await Local().generate(ask("hi", model="gpt-4o"))
+
+
+def test_default_threads_follow_omp_or_leave_cores_free(monkeypatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert default_threads() == 3 and Local().threads == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr("nemo_gym.models.local._usable_cpus", lambda: 2)
+    assert default_threads() == 1
+    monkeypatch.setattr("nemo_gym.models.local._usable_cpus", lambda: 16)
+    assert default_threads() == 8
+    assert Local(threads=2).threads == 2
 
 
 def test_the_embedded_gguf_ships_in_the_package() -> None:

@@ -1,20 +1,22 @@
-"""OpenAI-compatible adapters against the real `openai` SDK over an in-process transport.
+"""OpenAI-compatible adapters over a real loopback server, for each transport and mode.
 
-The fake server is an `httpx2.MockTransport` handler: it records the JSON body the SDK
-sent and answers with canned bodies shaped like vLLM's and OpenAI's replies.
+The fake server (`FakeServer`) records the JSON body each adapter sent and answers with
+canned bodies shaped like vLLM's and OpenAI's replies; `client_for` (tests/models/
+conftest.py) serves it on 127.0.0.1 and runs each test with the fast (nemo_gym.models.h1) and the
+SDK transport, with streaming off and on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 openai = pytest.importorskip("openai")
 httpx2 = pytest.importorskip("httpx2")
+pytest.importorskip("httptools")
 
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -36,27 +38,34 @@ from nemo_gym.records import (  # noqa: E402
     ToolSpec,
     Trajectory,
 )
+from nemo_gym.testing.httpserver import Hang, HTTPRequest, Reply, Reset  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:9/v1"
 FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002)
 
-Reply = tuple[int, dict[str, Any]] | Callable[[], Any]
+ReplySpec = tuple[int, dict[str, Any]] | Callable[[], Any] | Any
 
 
 class FakeServer:
-    """A MockTransport handler: records requests, answers from a queue, counts in-flight."""
+    """A scripted handler: records requests, answers from a queue, counts in-flight.
 
-    def __init__(self, *replies: Reply, delay_s: float = 0.0) -> None:
+    A reply is `(status, json_body)`, a testing.httpserver reply (`Reset()`, `Hang()`,
+    ...) or a function returning one. Recorded bodies leave out `stream` and
+    `stream_options`, which only the streaming mode adds.
+    """
+
+    def __init__(self, *replies: ReplySpec, delay_s: float = 0.0) -> None:
         self.replies = list(replies)
         self.delay_s = delay_s
-        self.requests: list[httpx2.Request] = []
+        self.requests: list[HTTPRequest] = []
         self.bodies: list[dict[str, Any]] = []
         self.in_flight = 0
         self.max_in_flight = 0
 
-    async def __call__(self, request: httpx2.Request) -> httpx2.Response:
+    async def __call__(self, request: HTTPRequest) -> Any:
         self.requests.append(request)
-        self.bodies.append(json.loads(request.content))
+        body = request.json()
+        self.bodies.append({k: v for k, v in body.items() if k not in ("stream", "stream_options")})
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -65,33 +74,16 @@ class FakeServer:
             reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
             if callable(reply):
                 reply = reply()
-            status, body = reply
-            return httpx2.Response(status, json=body)
+            if isinstance(reply, tuple):
+                status, payload = reply
+                return Reply(status, payload)
+            return reply
         finally:
             self.in_flight -= 1
 
     @property
     def body(self) -> dict[str, Any]:
         return self.bodies[-1]
-
-
-@pytest.fixture
-async def client_for() -> AsyncIterator[Callable[[FakeServer], Any]]:
-    made: list[Any] = []
-
-    def make(server: FakeServer) -> Any:
-        client = openai.AsyncOpenAI(
-            api_key="x",
-            base_url=BASE_URL,
-            max_retries=0,
-            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(server)),
-        )
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        await client.close()
 
 
 def chat_body(
@@ -147,7 +139,7 @@ WEATHER = ToolSpec(
 
 async def test_chat_plain_reply(client_for: Any) -> None:
     server = FakeServer(chat_body({"content": "4"}))
-    model = OpenAIChat("policy", client=client_for(server), retry=FAST)
+    model = OpenAIChat("policy", **(await client_for(server)), retry=FAST)
     response = await model.generate(ask())
 
     assert response.message == Message(role="assistant", content="4")
@@ -156,7 +148,8 @@ async def test_chat_plain_reply(client_for: Any) -> None:
     assert response.model == "policy"
     assert response.latency_s > 0
     assert response.prompt_token_ids is None and response.completion_logprobs is None
-    assert str(server.requests[0].url) == f"{BASE_URL}/chat/completions"
+    assert server.requests[0].path == "/v1/chat/completions"
+    assert response.sampling == Sampling()  # what was sent: nothing set
     assert server.body == {
         "model": "policy",
         "messages": [{"role": "user", "content": "What is 2+2?"}],
@@ -184,7 +177,7 @@ async def test_chat_multi_turn_tool_wire_format_and_tool_calls_out(client_for: A
             finish_reason="tool_calls",
         )
     )
-    model = OpenAIChat("policy", client=client_for(server), retry=FAST)
+    model = OpenAIChat("policy", **(await client_for(server)), retry=FAST)
     request = ModelRequest(
         messages=(
             Message.system("Be brief."),
@@ -238,7 +231,7 @@ async def test_chat_reasoning_sent_back_under_chosen_field(
     client_for: Any, field: str, expected: dict[str, str]
 ) -> None:
     server = FakeServer(chat_body({"content": "ok"}))
-    model = OpenAIChat("policy", client=client_for(server), reasoning_field=field)  # type: ignore[arg-type]
+    model = OpenAIChat("policy", **(await client_for(server)), reasoning_field=field)  # type: ignore[arg-type]
     await model.generate(
         ModelRequest(messages=(Message.user("q"), Message.assistant("a", reasoning="r")))
     )
@@ -247,7 +240,7 @@ async def test_chat_reasoning_sent_back_under_chosen_field(
 
 async def test_chat_reasoning_dropped_when_field_is_none(client_for: Any) -> None:
     server = FakeServer(chat_body({"content": "ok"}))
-    model = OpenAIChat("policy", client=client_for(server), reasoning_field=None)
+    model = OpenAIChat("policy", **(await client_for(server)), reasoning_field=None)
     await model.generate(
         ModelRequest(messages=(Message.user("q"), Message.assistant("a", reasoning="r")))
     )
@@ -257,7 +250,7 @@ async def test_chat_reasoning_dropped_when_field_is_none(client_for: Any) -> Non
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 async def test_chat_reasoning_parsed(client_for: Any, field: str) -> None:
     server = FakeServer(chat_body({"content": "4", field: "2 plus 2 is 4."}))
-    model = OpenAIChat("policy", client=client_for(server))
+    model = OpenAIChat("policy", **(await client_for(server)))
     response = await model.generate(ask())
     assert response.message.reasoning == "2 plus 2 is 4."
     assert response.message.content == "4"
@@ -281,7 +274,7 @@ def vllm_token_reply(**overrides: Any) -> tuple[int, dict[str, Any]]:
 
 async def test_chat_token_ids_and_logprobs_parsed(client_for: Any) -> None:
     server = FakeServer(vllm_token_reply())
-    model = OpenAIChat("policy", client=client_for(server), logprobs=True, return_token_ids=True)
+    model = OpenAIChat("policy", **(await client_for(server)), logprobs=True, return_token_ids=True)
     response = await model.generate(ask())
 
     assert server.body["logprobs"] is True
@@ -296,14 +289,14 @@ async def test_chat_prompt_token_ids_on_the_choice(client_for: Any) -> None:
     server = FakeServer(
         chat_body({"content": "4"}, choice_extra={"token_ids": [19], "prompt_token_ids": [1, 2]})
     )
-    model = OpenAIChat("policy", client=client_for(server), return_token_ids=True)
+    model = OpenAIChat("policy", **(await client_for(server)), return_token_ids=True)
     response = await model.generate(ask())
     assert (response.prompt_token_ids, response.completion_token_ids) == ([1, 2], [19])
 
 
 async def test_chat_malformed_token_ids_are_ignored(client_for: Any) -> None:
     server = FakeServer(chat_body({"content": "4"}, choice_extra={"token_ids": ["a", "b"]}))
-    model = OpenAIChat("policy", client=client_for(server), return_token_ids=True)
+    model = OpenAIChat("policy", **(await client_for(server)), return_token_ids=True)
     response = await model.generate(ask())
     assert response.completion_token_ids is None
 
@@ -319,7 +312,7 @@ async def test_chat_token_ids_join_into_a_token_trace(client_for: Any) -> None:
         extra={"prompt_token_ids": [1, 2, 5, 6, 7, 8]},
     )
     server = FakeServer(first, second)
-    model = OpenAIChat("policy", client=client_for(server), return_token_ids=True)
+    model = OpenAIChat("policy", **(await client_for(server)), return_token_ids=True)
     calls = []
     for _ in range(2):
         request = ask()
@@ -333,7 +326,7 @@ async def test_chat_sampling_mapping(client_for: Any) -> None:
     server = FakeServer(chat_body({"content": "x"}))
     model = OpenAIChat(
         "policy",
-        client=client_for(server),
+        **(await client_for(server)),
         default_sampling=Sampling(temperature=0.2, max_tokens=64, extra={"top_k": 20}),
         extra_body={"repetition_penalty": 1.1},
     )
@@ -353,41 +346,38 @@ async def test_chat_sampling_mapping(client_for: Any) -> None:
 
 async def test_chat_unset_sampling_sends_nothing(client_for: Any) -> None:
     server = FakeServer(chat_body({"content": "x"}))
-    model = OpenAIChat("policy", client=client_for(server))
+    model = OpenAIChat("policy", **(await client_for(server)))
     await model.generate(ask())
     assert set(server.body) == {"model", "messages"}
 
 
 async def test_chat_max_completion_tokens_field(client_for: Any) -> None:
     server = FakeServer(chat_body({"content": "x"}))
-    model = OpenAIChat("o4", client=client_for(server), max_tokens_field="max_completion_tokens")
+    model = OpenAIChat("o4", **(await client_for(server)), max_tokens_field="max_completion_tokens")
     await model.generate(ask(sampling=Sampling(max_tokens=10)))
     assert server.body["max_completion_tokens"] == 10 and "max_tokens" not in server.body
 
 
 async def test_chat_per_request_model_and_base_url(client_for: Any) -> None:
     server = FakeServer(chat_body({"content": "x"}, model="other"))
-    model = OpenAIChat("policy", client=client_for(server))
-    other = "http://127.0.0.2:8001/v1"
+    replica = FakeServer(chat_body({"content": "x"}, model="other"))
+    model = OpenAIChat("policy", **(await client_for(server)))
+    other = (await client_for(replica, host="127.0.0.2"))["base_url"]
 
     response = await model.generate(ask(model="other", base_url=other))
     await model.generate(ask(base_url=other + "/"))
     await model.generate(ask())
 
-    urls = [str(r.url) for r in server.requests]
-    assert urls == [
-        f"{other}/chat/completions",
-        f"{other}/chat/completions",
-        f"{BASE_URL}/chat/completions",
-    ]
-    assert [b["model"] for b in server.bodies] == ["other", "policy", "policy"]
+    assert [r.path for r in replica.requests] == ["/v1/chat/completions"] * 2
+    assert [r.path for r in server.requests] == ["/v1/chat/completions"]
+    assert [b["model"] for b in replica.bodies] == ["other", "policy"]
+    assert server.bodies[0]["model"] == "policy"
     assert response.model == "other"
-    assert model._clients.get(other) is model._clients.get(other + "/")  # cached, one per URL
 
 
 async def test_rate_limit_is_retried_then_succeeds(client_for: Any) -> None:
     server = FakeServer(error_body(429, "slow down"), chat_body({"content": "ok"}))
-    model = OpenAIChat("policy", client=client_for(server), retry=FAST)
+    model = OpenAIChat("policy", **(await client_for(server)), retry=FAST)
     response = await model.generate(ask())
     assert response.message.content == "ok"
     assert len(server.requests) == 2
@@ -395,7 +385,7 @@ async def test_rate_limit_is_retried_then_succeeds(client_for: Any) -> None:
 
 async def test_bad_request_is_not_retried(client_for: Any) -> None:
     server = FakeServer(error_body(400, "context too long"))
-    model = OpenAIChat("policy", client=client_for(server), retry=FAST)
+    model = OpenAIChat("policy", **(await client_for(server)), retry=FAST)
     with pytest.raises(ModelError) as info:
         await model.generate(ask())
     assert len(server.requests) == 1
@@ -408,7 +398,7 @@ async def test_bad_request_is_not_retried(client_for: Any) -> None:
 @pytest.mark.parametrize("status", [401, 404, 422])
 async def test_other_client_errors_are_not_retried(client_for: Any, status: int) -> None:
     server = FakeServer(error_body(status, "no"))
-    model = OpenAIChat("policy", client=client_for(server), retry=FAST)
+    model = OpenAIChat("policy", **(await client_for(server)), retry=FAST)
     with pytest.raises(ModelError) as info:
         await model.generate(ask())
     assert (len(server.requests), info.value.retryable, info.value.status_code) == (
@@ -420,7 +410,7 @@ async def test_other_client_errors_are_not_retried(client_for: Any, status: int)
 
 async def test_server_errors_exhaust_retries(client_for: Any) -> None:
     server = FakeServer(error_body(500, "boom"))
-    model = OpenAIChat("policy", client=client_for(server), retry=FAST)
+    model = OpenAIChat("policy", **(await client_for(server)), retry=FAST)
     with pytest.raises(ModelError) as info:
         await model.generate(ask())
     assert len(server.requests) == FAST.max_attempts
@@ -429,22 +419,32 @@ async def test_server_errors_exhaust_retries(client_for: Any) -> None:
     assert "after 3 attempts" in str(info.value)
 
 
-async def test_connection_errors_are_retryable(client_for: Any) -> None:
-    def refuse() -> Any:
-        raise httpx2.ConnectError("connection refused")
-
-    server = FakeServer(refuse, chat_body({"content": "ok"}))
-    model = OpenAIChat("policy", client=client_for(server), retry=FAST)
-    assert (await model.generate(ask())).message.content == "ok"
+async def test_connection_resets_are_retryable(client_for: Any) -> None:
+    server = FakeServer(Reset(), chat_body({"content": "ok"}))
+    model = OpenAIChat("policy", **(await client_for(server)), retry=FAST)
+    response = await model.generate(ask())
+    assert response.message.content == "ok"
     assert len(server.requests) == 2
+    assert response.attempts == 2
+
+
+async def test_connection_refused_is_a_connection_error(client_for: Any) -> None:
+    server = FakeServer(chat_body({"content": "ok"}))
+    options = await client_for(server)
+    options["base_url"] = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
+    model = OpenAIChat("policy", **options, retry=FAST)
+    with pytest.raises(ModelError) as info:
+        await model.generate(ask())
+    assert (info.value.code, info.value.retryable, info.value.attempts) == (
+        "connection_error",
+        True,
+        FAST.max_attempts,
+    )
 
 
 async def test_timeouts_map_to_retryable_model_error(client_for: Any) -> None:
-    def time_out() -> Any:
-        raise httpx2.ReadTimeout("read timed out")
-
-    server = FakeServer(time_out)
-    model = OpenAIChat("policy", client=client_for(server), retry=FAST)
+    server = FakeServer(Hang())
+    model = OpenAIChat("policy", **(await client_for(server)), retry=FAST, timeout=0.2)
     with pytest.raises(ModelError) as info:
         await model.generate(ask())
     assert (info.value.retryable, info.value.code) == (True, "timeout")
@@ -453,25 +453,28 @@ async def test_timeouts_map_to_retryable_model_error(client_for: Any) -> None:
 
 async def test_max_concurrency_is_respected(client_for: Any) -> None:
     server = FakeServer(chat_body({"content": "ok"}), delay_s=0.02)
-    model = OpenAIChat("policy", client=client_for(server), max_concurrency=3)
+    model = OpenAIChat("policy", **(await client_for(server)), max_concurrency=3)
     responses = await asyncio.gather(*(model.generate(ask()) for _ in range(10)))
     assert len(responses) == 10
     # Exactly 3: never more than the cap, and the cap is actually used in parallel.
     assert server.max_in_flight == 3
 
 
-async def test_empty_choices_is_a_model_error(client_for: Any) -> None:
+async def test_empty_choices_is_a_retryable_bad_response(client_for: Any) -> None:
     status, body = chat_body({"content": "x"})
     server = FakeServer((status, {**body, "choices": []}))
-    model = OpenAIChat("policy", client=client_for(server), retry=FAST)
-    with pytest.raises(ModelError, match="no choices"):
+    model = OpenAIChat("policy", **(await client_for(server)), retry=FAST)
+    with pytest.raises(ModelError) as info:
         await model.generate(ask())
-    assert len(server.requests) == 1
+    assert (info.value.code, info.value.retryable) == ("bad_response", True)
+    # Streaming: the fake has no events for a reply with no choices, so the stream is bad.
+    assert ("no choices" if not client_for.stream else "without [DONE]") in str(info.value)
+    assert len(server.requests) == FAST.max_attempts
 
 
 async def test_tool_message_without_call_id_is_refused(client_for: Any) -> None:
     server = FakeServer(chat_body({"content": "x"}))
-    model = OpenAIChat("policy", client=client_for(server))
+    model = OpenAIChat("policy", **(await client_for(server)))
     bad = ModelRequest(messages=(Message.user("q"), Message(role="tool", content="r")))
     with pytest.raises(ModelError, match=r"message 1 .*tool_call_id"):
         await model.generate(bad)
@@ -490,18 +493,55 @@ def test_constructor_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="max_concurrency"):
         OpenAIChat("m", base_url=BASE_URL, max_concurrency=0)
     with pytest.raises(ConfigError, match="not both"):
-        OpenAIChat("m", client=object(), base_url=BASE_URL)
+        OpenAIChat(
+            "m", client=openai.AsyncOpenAI(api_key="x", base_url=BASE_URL), base_url=BASE_URL
+        )
+    with pytest.raises(ConfigError, match="SDK client, got object"):
+        OpenAIChat("m", client=object())
 
 
-async def test_owned_client_closes_and_local_server_needs_no_key(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_transport_is_chosen_by_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    assert OpenAIChat("m", base_url=BASE_URL).transport == "fast"
+    assert OpenAIChat("m").transport == "sdk"  # api.openai.com: the SDK's own path
+    assert OpenAIChat("m", transport="fast").transport == "fast"
+    assert OpenAIChat("m", base_url=BASE_URL, transport="sdk").transport == "sdk"
+    monkeypatch.setenv("OPENAI_BASE_URL", BASE_URL)
+    assert OpenAIChat("m").transport == "fast"
+    with pytest.raises(ConfigError, match="transport"):
+        OpenAIChat("m", transport="h2")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="timeout=None"):
+        OpenAIChat("m", timeout=None)  # type: ignore[arg-type]
+
+
+async def test_local_server_needs_no_key(client_for: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    async with OpenAIChat("m", base_url=BASE_URL) as model:
-        assert model.client.api_key == "EMPTY"
-        assert model.client.max_retries == 0
-        assert "127.0.0.1:9" in repr(model)
-    assert model.client.is_closed()
+    server = FakeServer(chat_body({"content": "ok"}))
+    async with OpenAIChat("m", **(await client_for(server))) as model:
+        await model.generate(ask())
+        assert "127.0.0.1" in repr(model) and client_for.transport in repr(model)
+    assert server.requests[0].headers["authorization"] == "Bearer EMPTY"
+
+
+async def test_a_callers_sdk_client_is_used_and_never_closed() -> None:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        status, body = chat_body({"content": "4"})
+        return httpx2.Response(status, json=body)
+
+    client = openai.AsyncOpenAI(
+        api_key="x",
+        base_url=BASE_URL,
+        max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    model = OpenAIChat("m", client=client)
+    assert (model.transport, model.client) == ("sdk", client)
+    assert (await model.generate(ask(sampling=Sampling(seed=3)))).message.content == "4"
+    await model.aclose()
+    assert not client.is_closed()
+    assert (await model.generate(ask())).message.content == "4"
+    await client.close()
 
 
 # --------------------------------------------------------------------------- responses
@@ -560,7 +600,7 @@ async def test_responses_tool_turns_wire_format_and_output_items(client_for: Any
             ]
         )
     )
-    model = OpenAIResponses("gpt-x", client=client_for(server))
+    model = OpenAIResponses("gpt-x", **(await client_for(server)))
     request = ModelRequest(
         messages=(
             Message.system("Be brief."),
@@ -579,7 +619,7 @@ async def test_responses_tool_turns_wire_format_and_output_items(client_for: Any
     )
     response = await model.generate(request)
 
-    assert str(server.requests[0].url) == f"{BASE_URL}/responses"
+    assert server.requests[0].path == "/v1/responses"
     body = server.body
     assert body["input"] == [
         {"role": "system", "content": "Be brief."},
@@ -644,7 +684,7 @@ async def test_responses_vllm_reasoning_text_logprobs_and_length(client_for: Any
             incomplete_details={"reason": "max_output_tokens"},
         )
     )
-    model = OpenAIResponses("gpt-x", client=client_for(server), logprobs=True)
+    model = OpenAIResponses("gpt-x", **(await client_for(server)), logprobs=True)
     response = await model.generate(ask())
     assert server.body["include"] == ["message.output_text.logprobs"]
     assert response.message.reasoning == "raw thoughts"
@@ -657,7 +697,7 @@ async def test_responses_failed_status_is_a_model_error(client_for: Any) -> None
     server = FakeServer(
         responses_body([], status="failed", error={"code": "server_error", "message": "oops"})
     )
-    model = OpenAIResponses("gpt-x", client=client_for(server), retry=FAST)
+    model = OpenAIResponses("gpt-x", **(await client_for(server)), retry=FAST)
     with pytest.raises(ModelError, match="oops") as info:
         await model.generate(ask())
     assert info.value.retryable is True
@@ -666,7 +706,7 @@ async def test_responses_failed_status_is_a_model_error(client_for: Any) -> None
 
 async def test_responses_refuses_stop(client_for: Any) -> None:
     server = FakeServer(responses_body([]))
-    model = OpenAIResponses("gpt-x", client=client_for(server))
+    model = OpenAIResponses("gpt-x", **(await client_for(server)))
     with pytest.raises(ModelError, match="no stop sequences") as info:
         await model.generate(ask(sampling=Sampling(stop=("\n",))))
     assert info.value.retryable is False
@@ -688,7 +728,7 @@ async def test_responses_rate_limit_retried(client_for: Any) -> None:
             ]
         ),
     )
-    model = OpenAIResponses("gpt-x", client=client_for(server), retry=FAST)
+    model = OpenAIResponses("gpt-x", **(await client_for(server)), retry=FAST)
     response = await model.generate(ask())
     assert (response.message.content, response.finish_reason) == ("ok", "stop")
     assert len(server.requests) == 2
@@ -727,7 +767,7 @@ async def test_completions_prompt_tokens_and_logprobs(client_for: Any) -> None:
     )
     model = OpenAICompletions(
         "base",
-        client=client_for(server),
+        **(await client_for(server)),
         logprobs=True,
         return_token_ids=True,
         default_sampling=Sampling(stop=("\nUser:",)),
@@ -738,7 +778,7 @@ async def test_completions_prompt_tokens_and_logprobs(client_for: Any) -> None:
     )
     response = await model.generate(request)
 
-    assert str(server.requests[0].url) == f"{BASE_URL}/completions"
+    assert server.requests[0].path == "/v1/completions"
     assert server.body == {
         "model": "base",
         "prompt": "You add.\n\nUser: 2+2?\n\nAssistant:",
@@ -760,7 +800,7 @@ async def test_completions_custom_template(client_for: Any) -> None:
     server = FakeServer(completion_body("x"))
     model = OpenAICompletions(
         "base",
-        client=client_for(server),
+        **(await client_for(server)),
         prompt_template=lambda messages: "|".join(m.content or "" for m in messages),
     )
     await model.generate(ModelRequest(messages=(Message.user("a"), Message.assistant("b"))))
@@ -769,7 +809,7 @@ async def test_completions_custom_template(client_for: Any) -> None:
 
 async def test_completions_refuse_tools(client_for: Any) -> None:
     server = FakeServer(completion_body("x"))
-    model = OpenAICompletions("base", client=client_for(server))
+    model = OpenAICompletions("base", **(await client_for(server)))
     with pytest.raises(ModelError, match="does not support tools"):
         await model.generate(ask(tools=(WEATHER,)))
     with pytest.raises(ModelError, match="tool calls or tool results"):

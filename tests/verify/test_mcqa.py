@@ -12,13 +12,17 @@ from hypothesis import strategies as st
 
 from nemo_gym.errors import ConfigError, VerifierError
 from nemo_gym.records import Message, Task, Trajectory
-from nemo_gym.verify.mcqa import MultipleChoiceVerifier, extract_choice, extract_choice_details
+from nemo_gym.verify.extract import extract_choice, extract_choice_details
+from nemo_gym.verify.mcqa import MultipleChoiceVerifier
 
-CORPUS = [
-    json.loads(line)
-    for line in (Path(__file__).parent / "data" / "mcqa_outputs.jsonl").read_text().splitlines()
-    if line.strip()
-]
+
+def _load(name: str) -> list[dict]:
+    path = Path(__file__).parent / "data" / name
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+CORPUS = _load("mcqa_outputs.jsonl")
+ADVERSARIAL = _load("mcqa_adversarial.jsonl")
 
 
 def reply(text: str) -> Trajectory:
@@ -41,6 +45,143 @@ def test_corpus(row: dict, strict: bool) -> None:
     assert got == expected, extract_choice_details(
         row["text"], letters=row["letters"], strict=strict, options=row.get("options")
     )
+
+
+def test_the_adversarial_corpus_covers_every_class() -> None:
+    assert len(ADVERSARIAL) >= 250
+    notes = {row["note"] for row in ADVERSARIAL}
+    for needed in ("neither nor", "none of a range", "two boxes adjacent", "markdown table",
+                   "json object", "final line in math", "not X; Y is correct"):  # fmt: skip
+        assert needed in notes, needed
+    assert sum(row["expected"] is None for row in ADVERSARIAL) >= 60
+
+
+@pytest.mark.parametrize(
+    "row", ADVERSARIAL, ids=[f"{i}-{r['note']}" for i, r in enumerate(ADVERSARIAL)]
+)
+@pytest.mark.parametrize("strict", [False, True], ids=["lenient", "strict"])
+def test_adversarial_corpus(row: dict, strict: bool) -> None:
+    expected = row["expected_strict"] if strict else row["expected"]
+    got = extract_choice(row["text"], letters=row["letters"], strict=strict)
+    assert got == expected, extract_choice_details(row["text"], letters=row["letters"])
+
+
+# Properties of each class: any letters, any reasoning before them.
+_LETTERS = st.sampled_from(["ABCD", "ABCDE", "ABCDEFGHIJ"])
+_REASONING = st.text(
+    alphabet=st.sampled_from("abcdefghkmnopqrstuvwxyz .,\n0123456789"), max_size=120
+).map(lambda t: "Reasoning: " + t)  # a first line that is no lone letter
+_prop = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@_prop
+@given(_LETTERS, _REASONING, st.data())
+def test_a_negated_letter_is_never_the_answer(letters: str, before: str, data) -> None:
+    a, b = data.draw(st.permutations(letters))[:2]
+    form = data.draw(
+        st.sampled_from(
+            [
+                "Neither ({a}) nor ({b}) is correct.",
+                "Not {a}, and not {b} either.",
+                "Every option except {a} is right.",
+                "The answer is not {a}.",
+                "It cannot be ({a}), nor is it ({b}).",
+            ]
+        )
+    )
+    text = before + "\n" + form.format(a=a, b=b)
+    assert extract_choice(text, letters=letters) not in (a, b)
+
+
+@_prop
+@given(_LETTERS, _REASONING, st.sampled_from(["–", "-", "—", " to ", " through "]), st.data())
+def test_a_range_end_is_never_the_answer(letters: str, before: str, dash: str, data) -> None:
+    first, last = letters[0], letters[-1]
+    form = data.draw(
+        st.sampled_from(
+            [
+                "None of the options ({f}{d}{l}) is correct.",
+                "None of ({f}){d}({l}) is right.",
+                "The answer is ({f}){d}({l}).",
+                "Answer: {f}{d}{l}",
+            ]
+        )
+    )
+    text = before + "\n" + form.format(f=first, l=last, d=dash)
+    assert extract_choice(text, letters=letters) is None
+
+
+@_prop
+@given(_LETTERS, _REASONING, st.data())
+def test_a_clause_after_a_negation_still_answers(letters: str, before: str, data) -> None:
+    a, b = data.draw(st.permutations(letters))[:2]
+    form = data.draw(
+        st.sampled_from(
+            [
+                "Not {a}; {b} is correct.",
+                "It is not ({a}). ({b}) is the correct answer.",
+                "We rule out {a}. So {b} is correct.",
+                "Neither {a} nor that. Answer: {b}",
+                "The answer is not ({a}) but ({b}).",
+            ]
+        )
+    )
+    assert extract_choice(before + "\n" + form.format(a=a, b=b), letters=letters) == b
+
+
+@_prop
+@given(_LETTERS, _REASONING, st.data())
+def test_boxes_naming_different_letters_are_ambiguous(letters: str, before: str, data) -> None:
+    a, b = data.draw(st.permutations(letters))[:2]
+    gap = data.draw(st.sampled_from(["", " or ", ". Actually, ", "\n\n", " and then "]))
+    text = f"{before}\\boxed{{{a}}}{gap}\\boxed{{{b}}}"
+    found = extract_choice_details(text, letters=letters)
+    assert found.letter is None and "ambiguous" in (found.reason or "")
+    assert extract_choice(f"{before}\\boxed{{{a}}}{gap}\\boxed{{{a}}}", letters=letters) == a
+
+
+@_prop
+@given(_LETTERS, _REASONING, st.data(), st.booleans())
+def test_carriers_tables_json_and_math(letters: str, before: str, data, lower: bool) -> None:
+    a = data.draw(st.sampled_from(letters))
+    shown = a.lower() if lower else a
+    carrier = data.draw(
+        st.sampled_from(
+            [
+                "| Final answer | {x} |",
+                "| **Answer** | **{x}** |",
+                "| Question | Answer |\n|---|---|\n| 1 | {x} |",
+                '{{"answer": "{x}"}}',
+                '```json\n{{"reasoning": "...", "answer": "({x})"}}\n```',
+                '{{"final_answer": "{x}", "confidence": 0.7}}',
+            ]
+        )
+    )
+    text = before + "\n\n" + carrier.format(x=shown)
+    assert extract_choice(text, letters=letters) == a
+    assert extract_choice(text, letters=letters, strict=True) == a
+    math_line = data.draw(
+        st.sampled_from(
+            ["$\\text{{({x})}}$", "$\\textbf{{{x}}}$", "\\(\\mathrm{{{x}}}\\)", "$({x})$"]
+        )
+    )
+    assert extract_choice(before + "\n\n" + math_line.format(x=a), letters=letters) == a
+
+
+def test_long_replies_stay_fast() -> None:
+    long = (
+        "Let's analyze each option. Option A is wrong because it ignores friction; "
+        "neither B nor the options C-D hold. "
+        * 15
+        + "\n\n| Step | Result |\n|---|---|\n| Final answer | C |"
+    )
+    texts = [long, *(row["text"] for row in ADVERSARIAL)]
+    start = time.perf_counter()
+    for _ in range(10):
+        for text in texts:
+            extract_choice(text, letters="ABCDEFGHIJ")
+    per_call = (time.perf_counter() - start) / (10 * len(texts))
+    assert per_call < 2e-3  # ~20-50 us on an idle core (bench/verify.py); generous for CI
 
 
 @pytest.mark.parametrize(

@@ -12,16 +12,14 @@ from hypothesis import strategies as st
 
 from nemo_gym.errors import ConfigError, VerifierError
 from nemo_gym.records import Message, Task, Trajectory
-from nemo_gym.verify.common import fenced_blocks, strip_thinking
+from nemo_gym.verify.extract import extract_number, fenced_blocks, parse_number, strip_thinking
 from nemo_gym.verify.text import (
     ExactMatch,
     NormalizedMatch,
     NumericMatch,
     RegexMatch,
     TokenF1,
-    extract_number,
     normalize_answer,
-    parse_number,
     token_f1,
 )
 
@@ -118,11 +116,35 @@ async def test_numeric_match() -> None:
         await verifier.verify(Task(prompt="q", answer="1,000"), reply("It is 1000.4"))
     ).reward == 1.0
     assert (await verifier.verify(Task(prompt="q", answer=1000), reply("It is 1002"))).reward == 0.0
-    assert (await verifier.verify(Task(prompt="q", answer="0.25"), reply("25%"))).reward == 1.0
-    assert (await verifier.verify(Task(prompt="q", answer="25%"), reply("0.25"))).reward == 1.0
     assert (await verifier.verify(Task(prompt="q", answer=[3, "4"]), reply("= 4"))).reward == 1.0
     nothing = await verifier.verify(Task(prompt="q", answer=1), reply("none"))
     assert nothing.reward == 0.0 and nothing.components["format"] == 0.0
+    assert nothing.metadata["extracted_answer"] is None  # no answer, not a wrong one
+    with pytest.raises(ConfigError):
+        NumericMatch(percent="half")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("percent", "gold", "said", "right"),
+    [
+        ("strip", "25", "25%", True),  # the sign is a unit (GSM8K/MATH graders)
+        ("strip", "25%", "25", True),
+        ("strip", "0.25", "25%", False),
+        ("strip", "25%", "0.25", False),
+        ("value", "0.25", "25%", True),
+        ("value", "25", "25%", False),
+        ("value", "25%", "25%", True),
+        ("either", "0.25", "25%", True),
+        ("either", "25", "25%", True),
+        ("either", "25", "0.25", False),  # no percent sign on either side
+    ],
+)
+async def test_numeric_match_percent_policy(
+    percent: str, gold: str, said: str, right: bool
+) -> None:
+    verifier = NumericMatch(percent=percent)  # type: ignore[arg-type]
+    result = await verifier.verify(Task(prompt="q", answer=gold), reply(f"Answer: {said}"))
+    assert result.reward == float(right)
     with pytest.raises(VerifierError):
         await verifier.verify(Task(prompt="q", answer="many"), reply("1"))
     with pytest.raises(ConfigError):
