@@ -245,6 +245,20 @@ def write_atomic(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
+def remove_stale_temp_files(directory: Path) -> list[Path]:
+    """Delete the temporary files a crash in the middle of `write_atomic` left behind.
+
+    They are named `.NAME.XXXXXXXX.tmp` after the file being replaced; nothing reads
+    them, and without this every crash at that moment would leave one more.
+    """
+    removed = []
+    for name in (MANIFEST, METRICS, FAILURES):
+        for stale in directory.glob(f".{name}.*.tmp"):
+            stale.unlink(missing_ok=True)
+            removed.append(stale)
+    return removed
+
+
 @functools.cache
 def _umask() -> int:
     """The process's umask, read without changing it (Linux reports it in /proc)."""
@@ -452,16 +466,19 @@ async def _local_stream(
     timeout: float | None,
     keep_open: bool,
     shard: tuple[int, int] | None,
+    workers: int | None = None,
 ) -> AsyncIterator[Rollout]:
     """The rollouts of every part, one part after the other, each with the runner at
     full `concurrency`; each rollout tagged with its part's variant. Parts never started
-    (the stream closed early) are closed here unless `keep_open`."""
+    (the stream closed early) are closed here unless `keep_open`. With `workers`, each
+    part's rollouts are computed on that many Ray actors (the same stream)."""
+    run = rollouts if workers is None else _ray_rollouts(workers)
     pending = list(parts)
     try:
         while pending:
             part = pending.pop(0)
             tasks, limit = _part_tasks(part, split, shard)
-            stream = rollouts(
+            stream = run(
                 part.env,
                 model,
                 harness=part.harness,
@@ -485,6 +502,13 @@ async def _local_stream(
     finally:
         if not keep_open and pending:
             await close_all(*(obj for p in pending for obj in (p.env, p.env.verifier, p.harness)))
+
+
+def _ray_rollouts(workers: int) -> Callable[..., AsyncIterator[Rollout]]:
+    """`rollouts`, computed on `workers` Ray actors (`nemo_gym.integrations.ray`)."""
+    from nemo_gym.integrations import ray
+
+    return functools.partial(ray.rollouts, workers=workers)
 
 
 # --------------------------------------------------------------------------- resume
@@ -702,6 +726,8 @@ async def collect(
     on_rollout: Callable[[Rollout], None] | None = None,
     keep_open: bool = False,
     shard: tuple[int, int] | None = None,
+    backend: str = "local",
+    workers: int | None = None,
 ) -> RunResult:
     """Run and stream every rollout to `output/rollouts.jsonl`, then compute metrics.
 
@@ -719,9 +745,17 @@ async def collect(
     and metrics always agree. `on_rollout` is called with each rollout right after its
     line is written. The environments, their verifiers and the harnesses are closed at
     the end unless `keep_open`.
+
+    `backend="ray"` runs the rollouts on `workers` Ray actors (default 2) instead of
+    this process, and writes them here the same way (`nemo_gym.integrations.ray`).
     """
+    if backend not in ("local", "ray"):
+        raise ConfigError(f"backend must be 'local' or 'ray', got {backend!r}")
+    if workers is not None and backend != "ray":
+        raise ConfigError("workers= needs backend='ray'")
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(out)
     parts = as_parts(env, harness=harness, tasks=tasks, limit=limit, sampling=sampling)
     shard = _check_shard(shard)
     records = [_part_record(part, model, seed=seed, repeats=repeats, split=split) for part in parts]
@@ -749,6 +783,7 @@ async def collect(
             timeout=timeout,
             keep_open=keep_open,
             shard=shard,
+            workers=(workers or 2) if backend == "ray" else None,
         )
         async with aclosing(stream):
             async for item in stream:
@@ -872,6 +907,7 @@ async def reverify(
             checks = {None: next(iter(checks.values()))}
     out = Path(output) if output is not None else source / "reverified"
     out.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(out)
     for name in (ROLLOUTS, FAILURES):
         (out / name).write_text("")
     if manifest is not None:

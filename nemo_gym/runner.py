@@ -15,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import logging
 import time
 import traceback
 import uuid
 from array import array
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import aclosing
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, NamedTuple
 
 from nemo_gym.errors import ConfigError, HarnessError, ModelError, NemoGymError, RolloutTimeout
 from nemo_gym.lifecycle import close_all, is_interrupt
@@ -47,18 +49,44 @@ from nemo_gym.registry import spec_of
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "RolloutKey",
+    "current_rollout",
     "default_harness",
     "derive_seed",
+    "grouped",
     "groups",
     "rollout",
     "rollouts",
     "run_spec",
 ]
 
+log = logging.getLogger(__name__)
+
 DEFAULT_CONCURRENCY = 32
 """Rollouts in flight when the caller says nothing (API and CLI alike)."""
 
 _PHASE_KIND = {"open": "environment", "close": "environment", "harness": "harness"}
+
+
+class RolloutKey(NamedTuple):
+    """Which rollout some code runs for: the task id, the repeat, the repeat's seed."""
+
+    task_id: str
+    repeat: int
+    seed: int | None
+
+
+_CURRENT: ContextVar[RolloutKey | None] = ContextVar("nemo_gym.rollout", default=None)
+
+
+def current_rollout() -> RolloutKey | None:
+    """The rollout whose code is running, or None outside one.
+
+    Set by `rollout()` for everything it runs: the environment's `open`, the harness,
+    model calls, tools, the episode's close and the verifier (tasks they start inherit
+    it). For logging, tracing and fault injection (`nemo_gym.testing.faults`).
+    """
+    return _CURRENT.get()
 
 
 def derive_seed(run_seed: int, task_id: str, repeat: int) -> int:
@@ -206,31 +234,54 @@ async def _run_episode(
     trajectory: Trajectory,
     phase: list[str],
 ) -> None:
-    """Open the episode and run the harness into `trajectory`; `phase[0]` tracks where."""
+    """Open the episode and run the harness into `trajectory`; `phase[0]` tracks where.
+
+    When closing the episode fails after the harness already failed (or was cancelled),
+    the first failure is the rollout's: the close error is added to its message (and
+    logged), never put in its place.
+    """
+    inner: BaseException | None = None  # what ended the harness phase, if anything did
     try:
         episode = await env.open(task)
         async with episode:
             phase[0] = "harness"
-            messages = trajectory.messages
-            tool_results = trajectory.tool_results
-            observations = trajectory.observations
-            events = harness.run(task, episode, policy)
-            async with aclosing(events):  # type: ignore[type-var]
-                async for event in events:
-                    if isinstance(event, Message):
-                        messages.append(event)
-                    elif isinstance(event, ToolResult):
-                        tool_results.append(event)
-                    elif isinstance(event, Observation):
-                        observations.append(event)
-                    else:
-                        raise HarnessError(
-                            f"harness yielded {type(event).__name__}; expected Message, "
-                            "ToolResult or Observation"
-                        )
-            trajectory.final_state = episode.final_state()
+            try:
+                messages = trajectory.messages
+                tool_results = trajectory.tool_results
+                observations = trajectory.observations
+                events = harness.run(task, episode, policy)
+                async with aclosing(events):  # type: ignore[type-var]
+                    async for event in events:
+                        if isinstance(event, Message):
+                            messages.append(event)
+                        elif isinstance(event, ToolResult):
+                            tool_results.append(event)
+                        elif isinstance(event, Observation):
+                            observations.append(event)
+                        else:
+                            raise HarnessError(
+                                f"harness yielded {type(event).__name__}; expected Message, "
+                                "ToolResult or Observation"
+                            )
+                trajectory.final_state = episode.final_state()
+            except BaseException as exc:
+                inner = exc
+                raise
             phase[0] = "close"
     except BaseException as exc:
+        if inner is not None and exc is not inner:
+            # The episode's close raised over the harness's own failure or cancellation.
+            log.warning(
+                "closing the episode of task %r failed too: %s: %s",
+                task.id,
+                type(exc).__qualname__,
+                exc,
+            )
+            if is_interrupt(inner):
+                raise inner from None
+            failure = _failure(inner, "harness")
+            note = f" (closing the episode also failed: {type(exc).__qualname__}: {exc})"
+            raise _Tracked(replace(failure, message=failure.message + note)) from inner
         # A TimeoutError raised by a tool lands here too: only the rollout's own
         # deadline (a cancellation turned into TimeoutError by asyncio.timeout) is a
         # `timeout` failure. Real interrupts and cancellations go on up.
@@ -278,6 +329,7 @@ async def rollout(
     failure: Failure | None = None
     phase = ["open"]
     verify_s = 0.0
+    token = _CURRENT.set(RolloutKey(task.id, repeat, seed))
     try:
         if timeout is None:
             await _run_episode(env, task, harness, policy, trajectory, phase)
@@ -300,6 +352,8 @@ async def rollout(
         if timeout is not None and time.perf_counter() - t0 >= timeout:
             error = RolloutTimeout(f"rollout exceeded its {timeout}s deadline during {phase[0]}")
         failure = _failure(error, phase[0])
+    finally:
+        _CURRENT.reset(token)
     return Rollout(
         run_id=run_id,
         env=env.name,
@@ -565,9 +619,18 @@ async def groups(
     whole — never completed from older rows, which a training loop would have sampled
     from an older policy.
     """
-    pending: dict[str, list[Rollout]] = {}
     stream = rollouts(env, model, repeats=repeats, _whole_groups=True, **options)
-    async with aclosing(stream):
+    async with aclosing(grouped(stream, repeats)) as found:
+        async for group in found:
+            yield group
+
+
+async def grouped(stream: AsyncIterator[Rollout], repeats: int) -> AsyncIterator[list[Rollout]]:
+    """The rollouts of `stream` gathered into each task's `repeats`, ordered by repeat,
+    yielded as each group completes; `stream` is closed when this ends. What `groups`
+    does with `rollouts` (and the Ray backend with its own stream)."""
+    pending: dict[str, list[Rollout]] = {}
+    async with aclosing(stream):  # type: ignore[type-var]
         async for item in stream:
             bucket = pending.setdefault(item.task_id, [])
             bucket.append(item)

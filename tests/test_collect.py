@@ -151,3 +151,18 @@ def test_pass_at_k_estimator() -> None:
     assert gym.pass_at_k(4, 1, 2) == pytest.approx(0.5)
     with pytest.raises(ValueError):
         gym.pass_at_k(2, 1, 4)
+
+
+async def test_a_crash_mid_atomic_write_leaves_no_temp_file_for_good(tmp_path: Path) -> None:
+    # SIGKILL between mkstemp and the rename leaves `.NAME.XXXX.tmp`; the next run (or
+    # reverify) clears them, so repeated crashes do not pile them up.
+    for name in ("run.json", "metrics.json", "failures.jsonl"):
+        (tmp_path / f".{name}.k2j4h1qz.tmp").write_text("half")
+    (tmp_path / ".notes.tmp").write_text("not ours")
+
+    async def one(task: gym.Task, trajectory: gym.Trajectory) -> float:
+        return 1.0
+
+    env = gym.Env(one, name="echo", tasks=[gym.Task(prompt="p", answer="a")])
+    await gym.collect(env, ScriptedModel(["a"]), output=tmp_path)
+    assert sorted(p.name for p in tmp_path.glob(".*")) == [".notes.tmp"]

@@ -316,3 +316,99 @@ async def test_rollout_for_one_task_directly() -> None:
         env_of(1), ScriptedModel(["0"]), gym.Task(id="t0", prompt="say 0", answer="0")
     )
     assert r.ok and r.reward == 1.0 and r.repeat == 0
+
+
+class _CloseFails(gym.Env):
+    """An env whose episodes raise when closed."""
+
+    name = "close-fails"
+
+    async def open(self, task: gym.Task) -> gym.BasicEpisode:
+        episode = gym.BasicEpisode()
+
+        async def broken() -> None:
+            raise RuntimeError("close failed")
+
+        episode.on_close(broken)
+        return episode
+
+
+async def test_a_close_failure_never_replaces_the_failure_that_ended_the_harness() -> None:
+    tasks = [gym.Task(id="t0", prompt="say 0", answer="0")]
+    model = ScriptedModel([ModelError("down", code="server_error")])
+    [got] = await collect_all(gym.rollouts(_CloseFails(exact, tasks=tasks), model))
+    assert (got.failure.kind, got.failure.code, got.failure.where) == (
+        "model",
+        "server_error",
+        "harness",
+    )
+    assert "closing the episode also failed: RuntimeError: close failed" in got.failure.message
+
+    # Past the deadline: still a timeout, not the close error.
+    async def slow(request: gym.ModelRequest) -> str:
+        await asyncio.sleep(5)
+        return "0"
+
+    [got] = await collect_all(
+        gym.rollouts(_CloseFails(exact, tasks=tasks), ScriptedModel(slow), timeout=0.05)
+    )
+    assert (got.failure.kind, got.failure.code) == ("timeout", "timeout")
+
+    # The harness succeeded: the close failure is the rollout's, at `close`.
+    [got] = await collect_all(gym.rollouts(_CloseFails(exact, tasks=tasks), ScriptedModel(["0"])))
+    assert (got.failure.kind, got.failure.where) == ("environment", "close")
+
+
+async def test_a_close_failure_never_swallows_a_cancellation() -> None:
+    task = gym.Task(id="t0", prompt="say 0", answer="0")
+
+    async def slow(request: gym.ModelRequest) -> str:
+        await asyncio.sleep(30)
+        return "0"
+
+    job = asyncio.create_task(gym.rollout(_CloseFails(exact), ScriptedModel(slow), task))
+    await asyncio.sleep(0.05)
+    job.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await job  # not a Rollout recording the close error
+
+
+async def test_current_rollout_names_the_rollout_in_every_phase() -> None:
+    from nemo_gym.runner import RolloutKey, current_rollout
+
+    seen: dict[str, set[RolloutKey | None]] = {}
+
+    def saw(phase: str) -> None:
+        seen.setdefault(phase, set()).add(current_rollout())
+
+    class Watching(gym.Env):
+        name = "watching"
+
+        async def open(self, task: gym.Task) -> gym.BasicEpisode:
+            saw("open")
+            episode = gym.BasicEpisode()
+
+            async def close() -> None:
+                saw("close")
+
+            episode.on_close(close)
+            return episode
+
+    async def verify(task: gym.Task, trajectory: gym.Trajectory) -> float:
+        saw("verify")
+        return 1.0
+
+    def reply(request: gym.ModelRequest) -> str:
+        saw("model")
+        return "x"
+
+    tasks = [gym.Task(id="t0", prompt="p", answer="x")]
+    got = [
+        r
+        async for r in gym.rollouts(
+            Watching(verify, tasks=tasks), ScriptedModel(reply), repeats=2, timeout=5
+        )
+    ]
+    keys = {RolloutKey(r.task_id, r.repeat, r.seed) for r in got}
+    assert all(found == keys for found in seen.values()) and len(seen) == 4
+    assert current_rollout() is None

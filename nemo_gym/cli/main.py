@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -298,6 +299,15 @@ def _eval_run(args: argparse.Namespace) -> int:
     planned = _planned(parts, config.repeats, shard)
     total = None if planned is None else max(0, planned - _existing_rows(output))
     progress = None if args.no_progress else Progress(total)
+    # --ray: the same run on Ray actors, in a session this command opens (or joins).
+    if (args.workers is not None or args.address is not None) and not args.ray:
+        raise ConfigError("--workers and --address need --ray")
+    backend: dict[str, Any] = {"backend": "ray", "workers": args.workers} if args.ray else {}
+    ray_session: Any = contextlib.nullcontext()
+    if args.ray:
+        from nemo_gym.integrations.ray import session
+
+        ray_session = session(args.address)
 
     async def run() -> Any:
         try:
@@ -314,12 +324,14 @@ def _eval_run(args: argparse.Namespace) -> int:
                 success_threshold=config.success_threshold,
                 on_rollout=progress.update if progress else None,
                 shard=shard,
+                **backend,
             )
         finally:
             await close_all(model)
 
     try:
-        result = asyncio.run(run())
+        with ray_session:
+            result = asyncio.run(run())
     finally:
         if progress is not None:
             progress.close()
@@ -473,6 +485,14 @@ def _add_run(commands: Any) -> None:
     )
     run.add_argument("--report", action="store_true", help="write RUN_DIR/report.html at the end")
     run.add_argument("--no-progress", action="store_true", help="no progress bar or lines")
+    run.add_argument(
+        "--ray", action="store_true", help="run on Ray actors (pip install 'nemo-gym[ray]')"
+    )
+    run.add_argument("--workers", type=int, help="Ray actors (with --ray; default 2)")
+    run.add_argument(
+        "--address",
+        help="Ray cluster to join (with --ray; default RAY_ADDRESS, else a local one on 127.0.0.1)",
+    )
     run.set_defaults(func=_eval_run)
 
 
