@@ -53,7 +53,7 @@ async def main() -> None:
     provider = plan.wrap_provider(MemoryProvider())
     # 2 KB of prompt: rows of ~5 KB, so a file of thousands takes a while to scan.
     env = plan.wrap_env(Echo(n=rollouts // 2, tools=True, provider=provider, prompt_bytes=2048))
-    model = plan.wrap_model(EchoModel(latency_s=0.002, jitter_s=0.004))
+    model = plan.wrap_model(EchoModel(latency_s=0.01, jitter_s=0.02))
     await collect_module.collect(env, model, output=run_dir, repeats=2, concurrency=64, timeout=5)
 
 
