@@ -168,13 +168,6 @@ async def test_a_plain_model_and_env_can_be_wrapped_too() -> None:
     assert got.env == "plain"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ToolLoop shows a SandboxError raised by a tool to the model as the tool's "
-    "result, so a dead sandbox ends as an ok rollout scored on a broken episode; "
-    "docs/runner.md says a broken sandbox is a `sandbox` failure (harnesses/ is not "
-    "this change's to edit: reported)",
-)
 async def test_a_sandbox_that_dies_inside_a_tool_is_a_sandbox_failure() -> None:
     class SandboxTool(gym.Env):
         name = "sandbox-tool"
@@ -197,7 +190,9 @@ async def test_a_sandbox_that_dies_inside_a_tool_is_a_sandbox_failure() -> None:
     plan = faults.FaultPlan(rates={"sandbox.die": 1.0})
     env = SandboxTool(plan.wrap_sandbox(MemorySandbox()))
     [got] = [r async for r in gym.rollouts(env, EchoModel())]
-    assert got.failure is not None and got.failure.kind == "sandbox"
+    assert got.failure is not None and got.failure.kind == "sandbox", got.failure
+    assert got.failure.where == "harness" and "sandbox died" in got.failure.message
+    assert got.reward is None  # never scored on the broken episode
 
 
 # --------------------------------------------------------------------------- the wire

@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Literal
 
-from nemo_gym.errors import HarnessError, ToolError
+from nemo_gym.errors import HarnessError, SandboxError, ToolError
 from nemo_gym.lifecycle import is_interrupt
 from nemo_gym.protocols import Episode, Model
 from nemo_gym.records import (
@@ -60,7 +60,8 @@ async def call_tool(
     come back as the result (`error` set, the output `"Error: ..."` for the model);
     with `errors="fail"` they raise `ToolError` instead. A tool raising `ToolError`, or
     a `BaseException` that is not an interrupt, always raises `ToolError` (the rollout
-    ends as a `tool` failure).
+    ends as a `tool` failure). A `SandboxError` out of a tool passes through: the
+    episode's sandbox is unusable, which no later turn can fix (a `sandbox` failure).
     """
     started = time.perf_counter()
     output, error = await _execute(tools, call, timeout, errors)
@@ -96,7 +97,7 @@ async def _execute(
             value = await tool(**arguments)
         else:
             value = await asyncio.wait_for(tool(**arguments), timeout)
-    except ToolError:
+    except (ToolError, SandboxError):
         raise
     except TimeoutError:
         return _error(call, f"tool {call.name!r} timed out after {timeout}s", errors)

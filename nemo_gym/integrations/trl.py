@@ -41,7 +41,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from nemo_gym import training
-from nemo_gym.errors import ConfigError, NemoGymError, ToolError, require
+from nemo_gym.errors import ConfigError, NemoGymError, SandboxError, ToolError, require
 from nemo_gym.harnesses import opening_messages
 from nemo_gym.integrations.bridge import LoopThread, shared_loop
 from nemo_gym.lifecycle import close_all
@@ -828,9 +828,9 @@ class _EpisodeBridge:
         try:
             value = self._loop.run(tool(**arguments))
             output = value if isinstance(value, str) else json.dumps(value, default=str)
-        except ToolError as exc:
+        except (ToolError, SandboxError) as exc:
             # The episode is broken: the rollout is a failure, masked in get_reward.
-            self.failure = f"tool/{exc.code}: {exc}"
+            self.failure = f"{exc.kind}/{exc.code}: {exc}"
             error = output = f"{type(exc).__name__}: {exc}"
             raise
         except Exception as exc:
@@ -908,7 +908,8 @@ def environment_factory(
     dataset comes from `dataset(env)`), the environment's tools are public methods with
     type hints and docstrings built from their JSON Schemas, and `get_reward()` verifies
     the episode and closes it. The tool set is read from an episode of the first task;
-    a tool raising `ToolError` masks the rollout (`get_reward()` returns None). Needs a
+    a tool raising `ToolError` or `SandboxError` masks the rollout (`get_reward()`
+    returns None). Needs a
     chat template that renders tool calls (TRL checks).
     """
     require("trl", "trl")

@@ -77,7 +77,7 @@ class MemorySandbox:
         try:
             return self.files[path]
         except KeyError:
-            raise SandboxError(f"no file {path!r}") from None
+            raise FileNotFoundError(f"no such file: {path!r}") from None
 
     async def close(self) -> None:
         self.closed = True

@@ -16,7 +16,7 @@ import pytest
 from charpolicy import EOS, CharPolicy, Counter, adder, decode
 
 import nemo_gym as gym
-from nemo_gym.errors import ConfigError, ToolError
+from nemo_gym.errors import ConfigError, SandboxError, ToolError
 
 trl = pytest.importorskip("trl", reason="the TRL tests need `pip install 'nemo-gym[trl]'`")
 gym_trl = pytest.importorskip("nemo_gym.integrations.trl")
@@ -174,7 +174,8 @@ def test_environment_factory_runs_bank_episodes_through_trl_shaped_calls() -> No
     assert instance.get_reward() == 0.0
 
 
-def test_environment_factory_masks_a_broken_episode() -> None:
+@pytest.mark.parametrize("error", [ToolError, SandboxError])
+def test_environment_factory_masks_a_broken_episode(error: type[ToolError | SandboxError]) -> None:
     class Fragile(gym.Env):
         name = "fragile"
 
@@ -185,15 +186,16 @@ def test_environment_factory_masks_a_broken_episode() -> None:
             @gym.tool
             async def poke() -> str:
                 """Poke the world."""
-                raise ToolError("the sandbox died")
+                raise error("the sandbox died")
 
             return gym.BasicEpisode([poke])
 
     cls = gym_trl.environment_factory(Fragile(always))
     instance = cls()
     instance.reset(task=gym.Task(id="f0", prompt="go").model_dump_json())
-    with pytest.raises(ToolError):
+    with pytest.raises(error):
         instance.poke()
+    assert instance.failure is not None and instance.failure.startswith(error.kind)
     assert instance.get_reward() is None
     with pytest.raises(ConfigError, match="no `task` column"):
         instance.reset(prompt=[])
