@@ -25,14 +25,17 @@ last. A trainer that steps the optimizer inside `with policy.updating():` waits 
 batch in flight to end and keeps new batches from starting until it leaves, so no
 generation ever mixes two versions of the weights. Without it, an optimizer step taken
 while a batch runs races with that batch: its later tokens come from the new weights.
-The adapter notices (the parameters' in-place version counters moved while the batch
+The adapter notices (the weights' version counters or fingerprint moved while the batch
 ran), logs a warning and marks those responses `metadata["weights_changed"] = True`.
-Every response carries `metadata["weights_version"]`, the sum of the parameters'
-version counters when its batch started: it changes with every in-place update of the
-weights (optimizer steps, `load_state_dict`), so a trainer can tell which rollouts
-came from which weights. Train-mode forward passes of the trainer must not run while a
-batch runs (eval mode is a module attribute, shared by all threads): take them under
-`updating()` too, or run rollouts and training in turn, as a synchronous trainer does.
+Every response carries `metadata["weights_version"]`, the adapter's count of the
+weight changes it has seen when its batch started: it moves with every update of the
+weights, seen either in the parameters' in-place version counters (optimizer steps,
+`copy_`, `load_state_dict`) or in a fingerprint of sampled elements of every parameter
+(fused optimizers and writes through `.data` leave the counters alone), so a trainer
+can tell which rollouts came from which weights. Train-mode forward passes of the
+trainer must not run while a batch runs (eval mode is a module attribute, shared by
+all threads): take them under `updating()` too, or run rollouts and training in turn,
+as a synchronous trainer does.
 The tokenizer is used from the worker thread while requests are prepared.
 """
 
@@ -269,6 +272,7 @@ class LivePolicy(ModelAdapter):
         self.max_conversations = max_conversations
         self.weights_lock = threading.Lock()
         """Held by each batch from its first forward pass to its last (see `updating()`)."""
+        self._weights = _WeightsWatch()
         self._chat_template = chat_template
         self._tool_format = tool_format
         self._stats_lock = threading.Lock()
@@ -319,9 +323,9 @@ class LivePolicy(ModelAdapter):
 
     @property
     def weights_version(self) -> int:
-        """The sum of the parameters' in-place version counters now (see the module doc)."""
+        """How many weight changes the adapter has seen, as of now (see the module doc)."""
         self._ensure_model()
-        return _weights_version(self._model)
+        return self._weights.observe(self._model)
 
     @contextlib.contextmanager
     def updating(self) -> Iterator[None]:
@@ -524,7 +528,7 @@ class LivePolicy(ModelAdapter):
             return
         with self.weights_lock:
             started = time.perf_counter()
-            version = _weights_version(self._model)
+            version = self._weights.observe(self._model)
             modes = [(module, module.training) for module in self._model.modules()]
             try:
                 self._model.eval()
@@ -538,7 +542,7 @@ class LivePolicy(ModelAdapter):
             finally:
                 for module, training in modes:
                     module.training = training
-            changed = _weights_version(self._model) != version
+            changed = self._weights.observe(self._model) != version
             elapsed = time.perf_counter() - started
         if changed:
             log.warning(
@@ -725,10 +729,66 @@ class LivePolicy(ModelAdapter):
         return response
 
 
-def _weights_version(model: Any) -> int:
-    # Every in-place update of a tensor (optimizer steps, copy_, load_state_dict) bumps
-    # its version counter; their sum moves whenever any parameter changed.
-    return sum(p._version for p in model.parameters())
+class _WeightsWatch:
+    """Counts the weight changes it sees between two looks at a model.
+
+    A change is seen in either of two signs. The parameters' in-place version counters
+    move with an optimizer step, `copy_` or `load_state_dict`, but not with a fused
+    optimizer (`AdamW(fused=True)`, TRL's and HF's default `adamw_torch_fused`) or a
+    write through `.data`; those are seen in a fingerprint: eight elements of every
+    parameter at fixed spread-out positions (a real training step moves nearly every
+    element of every tensor it trains), gathered with one copy to the host.
+    """
+
+    SAMPLES = 8
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: tuple[int, bytes] | None = None
+        self._indices: dict[tuple[int, str], Any] = {}
+        self.version = 0
+
+    def observe(self, model: Any) -> int:
+        """The count after this look: one more than the last when the weights changed."""
+        with self._lock:
+            key = self._key(model)
+            if self._seen is not None and key != self._seen:
+                self.version += 1
+            self._seen = key
+            return self.version
+
+    def _key(self, model: Any) -> tuple[int, bytes]:
+        import torch
+
+        parameters = list(model.parameters())
+        counters = sum(p._version for p in parameters)
+        picked = []
+        with torch.no_grad():
+            for p in parameters:
+                if p.numel() == 0 or p.device.type == "meta":
+                    continue
+                try:
+                    flat = p.detach().reshape(-1)
+                    picked.append(flat[self._positions(p)].to(torch.float32))
+                except (RuntimeError, TypeError, NotImplementedError):
+                    continue  # a sharded or exotic tensor: its counter still counts
+            if not picked:
+                return counters, b""
+            sample = torch.cat([t.to(picked[0].device) for t in picked]).cpu()
+        return counters, sample.numpy().tobytes()
+
+    def _positions(self, p: Any) -> Any:
+        import torch
+
+        n = p.numel()
+        key = (n, str(p.device))
+        positions = self._indices.get(key)
+        if positions is None:
+            # Spread over the tensor (Knuth's multiplicative hash), first and last included.
+            spots = sorted({0, n - 1, *((k * 2654435761) % n for k in range(1, self.SAMPLES - 1))})
+            positions = torch.tensor(spots, dtype=torch.long, device=p.device)
+            self._indices[key] = positions
+        return positions
 
 
 def _as_model_error(exc: Exception) -> Exception:

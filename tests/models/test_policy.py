@@ -114,6 +114,39 @@ async def test_the_next_rollout_after_an_optimizer_step_sees_the_new_weights(
             model.load_state_dict(saved)
 
 
+@pytest.mark.parametrize("how", ["fused_adamw", "data_write"])
+async def test_updates_that_leave_the_version_counters_alone_are_seen(
+    policy: LivePolicy, hf, how: str
+) -> None:
+    # A fused optimizer (TRL's and HF's default `adamw_torch_fused`) and a write through
+    # `.data` do not bump the tensors' version counters; the fingerprint sees them.
+    model, _ = hf
+    request = ask("Name a color.", Sampling(temperature=0.0, max_tokens=2))
+    before = await policy.generate(request)
+    counters = sum(p._version for p in model.parameters())
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        with policy.updating():
+            if how == "fused_adamw":
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+                ids = torch.tensor([before.prompt_token_ids + before.completion_token_ids])
+                model(input_ids=ids).logits.sum().backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            else:
+                layer = model.model.layers[-1].mlp.down_proj.weight
+                layer.data.mul_(0.5)
+        assert sum(p._version for p in model.parameters()) == counters  # the blind spot
+        after = await policy.generate(request)
+        assert after.metadata["weights_version"] > before.metadata["weights_version"]
+        assert policy.weights_version == after.metadata["weights_version"]
+        again = await policy.generate(request)  # nothing changed since: the same version
+        assert again.metadata["weights_version"] == after.metadata["weights_version"]
+    finally:
+        with torch.no_grad():
+            model.load_state_dict(saved)
+
+
 async def test_train_mode_and_frozen_modules_are_restored_and_no_grad_leaks(
     policy: LivePolicy, hf
 ) -> None:
