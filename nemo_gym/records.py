@@ -298,12 +298,13 @@ class TokenTrace(_Value):
     """A whole multi-turn trajectory as one token sequence, for training.
 
     `loss_mask[i]` is 1 where the policy generated `token_ids[i]`; `logprobs[i]` is its
-    behaviour logprob there, 0.0 elsewhere.
+    behaviour logprob there, 0.0 elsewhere. `logprobs` is None when a model call came
+    without logprobs: a made-up value would pass for a probability the policy never gave.
     """
 
     token_ids: list[int]
     loss_mask: list[int]
-    logprobs: list[float]
+    logprobs: list[float] | None
 
 
 def _shared_prefix(request: Sequence[Message], messages: Sequence[Message]) -> int:
@@ -389,7 +390,8 @@ class Trajectory(_Record):
         `token_trace(agent=...)`, or all with `token_traces()`.
         Each call's prompt ids must extend the previous call's prompt + completion; a
         backend that re-rendered the history breaks that, and this raises `HarnessError`
-        rather than train on tokens the policy never saw.
+        rather than train on tokens the policy never saw. So does a call whose logprobs
+        are not one per completion token; a call with none makes `logprobs` None.
         """
         if agent is None:
             agents = self.agents
@@ -421,7 +423,7 @@ def _join_tokens(every: Sequence[ModelCall], calls: Sequence[ModelCall]) -> Toke
     numbers = {id(call): index for index, call in enumerate(every)}
     ids: list[int] = []
     mask: list[int] = []
-    logprobs: list[float] = []
+    logprobs: list[float] | None = []
     for call in calls:
         index = numbers[id(call)]
         response = call.response
@@ -441,13 +443,22 @@ def _join_tokens(every: Sequence[ModelCall], calls: Sequence[ModelCall]) -> Toke
             raise HarnessError(
                 f"model call {index}: prompt tokens do not extend the previous turn ({why})"
             )
+        behaviour = response.completion_logprobs
+        if behaviour is not None and len(behaviour) != len(completion):
+            raise HarnessError(
+                f"model call {index}: {len(behaviour)} logprobs for "
+                f"{len(completion)} completion tokens"
+            )
         added = prompt[len(ids) :]
         ids.extend(added)
         mask.extend([0] * len(added))
-        logprobs.extend([0.0] * len(added))
         ids.extend(completion)
         mask.extend([1] * len(completion))
-        logprobs.extend(response.completion_logprobs or [0.0] * len(completion))
+        if behaviour is None:
+            logprobs = None
+        elif logprobs is not None:
+            logprobs.extend([0.0] * len(added))
+            logprobs.extend(behaviour)
     return TokenTrace(token_ids=ids, loss_mask=mask, logprobs=logprobs)
 
 

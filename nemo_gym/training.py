@@ -118,19 +118,17 @@ def sample(rollout: Rollout, *, max_length: int | None = None) -> TrainingSample
     calls = [c for c in rollout.trajectory.model_calls if c.response is not None]
     if not calls:
         return _excluded(rollout, "no model call")
-    has_logprobs = True
     for index, call in enumerate(calls):
         response = call.response
         assert response is not None
         if response.prompt_token_ids is None or response.completion_token_ids is None:
             return _excluded(rollout, f"no token ids: model call {index} carries none")
-        if response.completion_logprobs is None:
-            has_logprobs = False
-        elif len(response.completion_logprobs) != len(response.completion_token_ids):
+        logprobs = response.completion_logprobs
+        if logprobs is not None and len(logprobs) != len(response.completion_token_ids):
             return _excluded(
                 rollout,
                 f"logprobs misaligned: model call {index} has "
-                f"{len(response.completion_logprobs)} logprobs for "
+                f"{len(logprobs)} logprobs for "
                 f"{len(response.completion_token_ids)} completion tokens",
             )
     try:
@@ -162,7 +160,7 @@ def sample(rollout: Rollout, *, max_length: int | None = None) -> TrainingSample
         repeat=rollout.repeat,
         token_ids=trace.token_ids,
         loss_mask=trace.loss_mask,
-        logprobs=trace.logprobs if has_logprobs else None,
+        logprobs=trace.logprobs,
         prompt_length=turns[0][0],
         turns=tuple(turns),
         reward=rewards.reward,

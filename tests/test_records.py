@@ -44,7 +44,7 @@ def test_sampling_merge_keeps_explicit_values() -> None:
     assert merged.extra == {"top_k": 5, "min_p": 0.1}
 
 
-def _call(prompt: list[int], completion: list[int], logprobs: list[float]) -> gym.ModelCall:
+def _call(prompt: list[int], completion: list[int], logprobs: list[float] | None) -> gym.ModelCall:
     return gym.ModelCall(
         request=gym.ModelRequest(messages=(gym.Message.user("x"),)),
         response=gym.ModelResponse(
@@ -72,6 +72,19 @@ def test_token_trace_refuses_retokenized_history() -> None:
     )
     with pytest.raises(HarnessError, match="re-tokenized"):
         trajectory.token_trace()
+
+
+def test_token_trace_never_makes_up_a_logprob() -> None:
+    # A call without logprobs: no behaviour logprobs at all, not 0.0 (probability 1).
+    trajectory = gym.Trajectory(
+        model_calls=[_call([1, 2], [3, 4], [-0.1, -0.2]), _call([1, 2, 3, 4, 5], [6], None)]
+    )
+    trace = trajectory.token_trace()
+    assert trace.token_ids == [1, 2, 3, 4, 5, 6] and trace.logprobs is None
+    # Logprobs that do not line up with the completion ids are refused.
+    short = gym.Trajectory(model_calls=[_call([1, 2], [3, 4], [-0.1])])
+    with pytest.raises(HarnessError, match="1 logprobs for 2 completion tokens"):
+        short.token_trace()
 
 
 def test_exported_schema_matches_the_record() -> None:
