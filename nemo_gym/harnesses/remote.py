@@ -121,7 +121,7 @@ class RemoteAgent(Described):
     async def _loop(
         self, task: Task, episode: Episode, route: Route | None
     ) -> AsyncIterator[Event]:
-        messages = opening_messages(task, self.system_prompt)
+        messages = opening_messages(task, self.system_prompt, episode)
         for message in messages:
             yield message
         tools = tool_table(episode.tools)

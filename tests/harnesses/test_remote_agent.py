@@ -92,6 +92,22 @@ async def test_we_run_the_tools_the_service_asks_for_and_capture_its_policy_call
     assert "service-key" not in json.dumps(harness.to_spec().model_dump())
 
 
+async def test_the_service_sees_the_episodes_opening_messages() -> None:
+    class Briefed(Weather):
+        async def open(self, task: gym.Task) -> gym.BasicEpisode:
+            return gym.BasicEpisode([lookup], opening=[gym.Message.user("Use Celsius.")])
+
+    async with LoopbackHTTPServer(agent_service) as service:
+        harness = RemoteAgent(f"{service.url}/v1")
+        env = Briefed()
+        rollout = await gym.rollout(env, ScriptedModel(policy), env.tasks()[0], harness=harness)
+        await harness.aclose()
+        first = service.requests[0].json()
+    assert rollout.ok, rollout.failure
+    assert [m.content for m in rollout.messages[:2]] == ["Paris?", "Use Celsius."]
+    assert "Use Celsius." in json.dumps(first["input"])
+
+
 async def test_a_failing_service_is_a_harness_failure() -> None:
     async with LoopbackHTTPServer(lambda r: Reply(400, {"error": {"message": "nope"}})) as svc:
         harness = RemoteAgent(f"{svc.url}/v1", serve_policy=False)
