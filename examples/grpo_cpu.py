@@ -8,7 +8,7 @@ reply's last number is often not the answer). Before and after training the scri
 scores a held-out split greedily and reports the paired difference with a bootstrap
 95% interval, writes the numbers to `--out` (JSON) and the curve to `--plot` (PNG).
 
-    python examples/grpo_cpu.py            # the run in docs/trainers.md (~25 min, 2 cores)
+    python examples/grpo_cpu.py            # the run in docs/trainers.md (~11-20 min, 2 cores)
     python examples/grpo_cpu.py --steps 2 --eval-tasks 8    # a smoke run
 
 Needs `pip install 'nemo-gym[trl,local]' matplotlib` and the embedded weights
