@@ -909,8 +909,7 @@ def environment_factory(
     type hints and docstrings built from their JSON Schemas, and `get_reward()` verifies
     the episode and closes it. The tool set is read from an episode of the first task;
     a tool raising `ToolError` or `SandboxError` masks the rollout (`get_reward()`
-    returns None). Needs a
-    chat template that renders tool calls (TRL checks).
+    returns None). Needs a chat template that renders tool calls (TRL checks).
     """
     require("trl", "trl")
     chosen = harness or default_harness(env)
