@@ -770,8 +770,10 @@ class _WeightsWatch:
                 try:
                     flat = p.detach().reshape(-1)
                     picked.append(flat[self._positions(p)].to(torch.float32))
-                except (RuntimeError, TypeError, NotImplementedError):
-                    continue  # a sharded or exotic tensor: its counter still counts
+                except Exception:
+                    # A sharded or exotic tensor (DTensor, a quantized weight): its
+                    # version counter still counts.
+                    continue
             if not picked:
                 return counters, b""
             sample = torch.cat([t.to(picked[0].device) for t in picked]).cpu()
