@@ -28,7 +28,8 @@ READY = "/tmp/.nemo_gym_forward_ready"
 """Written once the ports are bound (a container provider waits for it before use)."""
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy `reader` to `writer` until EOF, then half-close it (both relays use this)."""
     try:
         while data := await reader.read(CHUNK):
             writer.write(data)
@@ -50,7 +51,7 @@ async def _relay(path: str, reader: asyncio.StreamReader, writer: asyncio.Stream
         writer.close()
         return
     try:
-        await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
     finally:
         writer.close()
         up_writer.close()

@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 
 from nemo_gym.records import SandboxSpec
+from nemo_gym.sandbox.forward import pump
 
 __all__ = ["MOUNT", "PortRelay", "forward_argv", "forward_source"]
 
@@ -31,8 +32,6 @@ log = logging.getLogger(__name__)
 
 MOUNT = "/run/nemo_gym/net"
 """Where the relay's socket directory appears inside a sandbox."""
-
-_CHUNK = 1 << 16
 
 
 @cache
@@ -96,7 +95,7 @@ class PortRelay:
             writer.close()
             return
         try:
-            await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+            await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
         finally:
             writer.close()
             up_writer.close()
@@ -117,18 +116,3 @@ class PortRelay:
         if self.directory:
             await asyncio.to_thread(shutil.rmtree, self.directory, True)
             self.directory = ""
-
-
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(_CHUNK):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        try:
-            if writer.can_write_eof():
-                writer.write_eof()
-        except (ConnectionError, OSError):
-            writer.close()
