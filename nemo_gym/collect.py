@@ -281,24 +281,12 @@ def _fsync_dir(directory: Path) -> None:
 
 def _repair_tail(path: Path) -> None:
     """Drop a torn last line left by a crash mid-write, so resume appends cleanly."""
-    if not path.exists() or path.stat().st_size == 0:
+    if not path.exists():
         return
-    with path.open("rb+") as handle:
-        handle.seek(-1, os.SEEK_END)
-        if handle.read(1) == b"\n":
-            return
-        size = handle.seek(0, os.SEEK_END)
-        # Search backwards for the last complete line, a block at a time.
-        position = size
-        while position > 0:
-            step = min(1 << 16, position)
-            position -= step
-            handle.seek(position)
-            cut = handle.read(step).rfind(b"\n")
-            if cut >= 0:
-                handle.truncate(position + cut + 1)
-                return
-        handle.truncate(0)
+    complete = _complete_size(path)
+    if complete != path.stat().st_size:
+        with path.open("rb+") as handle:
+            handle.truncate(complete)
 
 
 def _read_manifest(path: Path) -> dict[str, Any] | None:
