@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Literal
 
 from nemo_gym.errors import HarnessError, SandboxError, ToolError
@@ -193,22 +193,28 @@ class ToolLoop(Described):
             yield reply
             if not reply.tool_calls:
                 return
-            if self.parallel_tool_calls and len(reply.tool_calls) > 1:
-                results = await asyncio.gather(
-                    *(self._call(tools, call) for call in reply.tool_calls)
-                )
-            else:
-                results = [await self._call(tools, call) for call in reply.tool_calls]
-            for result in results:
-                yield result
-                message = Message(
-                    role="tool",
-                    content=result.output,
-                    tool_call_id=result.call_id,
-                    name=result.name,
-                )
-                messages.append(message)
-                yield message
+            async for event in self.run_tools(tools, reply.tool_calls, messages):
+                yield event
+
+    async def run_tools(
+        self, tools: Mapping[str, Tool], calls: Sequence[ToolCall], messages: list[Message]
+    ) -> AsyncIterator[ToolResult | Message]:
+        """Run one turn's tool calls (concurrently when `parallel_tool_calls`) by this
+        loop's rules; yield each result and its tool message, appended to `messages`."""
+        if self.parallel_tool_calls and len(calls) > 1:
+            results = await asyncio.gather(*(self._call(tools, call) for call in calls))
+        else:
+            results = [await self._call(tools, call) for call in calls]
+        for result in results:
+            yield result
+            message = Message(
+                role="tool",
+                content=result.output,
+                tool_call_id=result.call_id,
+                name=result.name,
+            )
+            messages.append(message)
+            yield message
 
     async def _call(self, tools: Mapping[str, Tool], call: ToolCall) -> ToolResult:
         return await call_tool(tools, call, timeout=self.tool_timeout, errors=self.tool_errors)

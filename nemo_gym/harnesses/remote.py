@@ -25,7 +25,7 @@ from nemo_gym.endpoint import ModelEndpoint, Route
 from nemo_gym.errors import HarnessError, ModelError
 from nemo_gym.harnesses import ToolLoop, opening_messages
 from nemo_gym.protocols import Episode, Model
-from nemo_gym.records import Event, Message, ModelRequest, Sampling, Task
+from nemo_gym.records import Event, ModelRequest, Sampling, Task
 from nemo_gym.registry import Described
 from nemo_gym.tools import tool_table
 
@@ -146,23 +146,8 @@ class RemoteAgent(Described):
             yield reply
             if not reply.tool_calls:
                 return
-            calls = reply.tool_calls
-            if self._tools.parallel_tool_calls and len(calls) > 1:
-                import asyncio
-
-                results = await asyncio.gather(*(self._tools._call(tools, c) for c in calls))
-            else:
-                results = [await self._tools._call(tools, c) for c in calls]
-            for result in results:
-                yield result
-                message = Message(
-                    role="tool",
-                    content=result.output,
-                    tool_call_id=result.call_id,
-                    name=result.name,
-                )
-                messages.append(message)
-                yield message
+            async for event in self._tools.run_tools(tools, reply.tool_calls, messages):
+                yield event
 
     async def aclose(self) -> None:
         """Close the service client and the policy endpoint (both are made again on use)."""
