@@ -174,6 +174,27 @@ def sse(data: Any, event: str | None = None) -> bytes:
     return f"{head}{lines}\n".encode()
 
 
+class ChunkStream:
+    """A stream of JSON chunks in SSE `data` fields ended by `[DONE]` (OpenAI's chat and
+    completions streams); a subclass gathers the chunks in `feed` and starts `done` False."""
+
+    done: bool
+
+    def feed_event(self, event: str | None, data: str) -> None:
+        """One SSE event (these streams carry no event names)."""
+        self.feed_data(data)
+
+    def feed_data(self, data: str) -> None:
+        """One SSE `data` field: a JSON chunk, or `[DONE]`."""
+        if data.strip() == "[DONE]":
+            self.done = True
+            return
+        self.feed(loads(data))
+
+    def feed(self, chunk: Any) -> None:
+        raise NotImplementedError
+
+
 class SSEDecoder:
     """An incremental text/event-stream parser: `feed(bytes)` -> completed events.
 

@@ -29,12 +29,12 @@ from nemo_gym.records import (
     Usage,
 )
 from nemo_gym.wire.common import (
+    ChunkStream,
     ServerRequest,
     WireError,
     as_list,
     as_object,
     as_str,
-    loads,
     logprobs,
     sse,
     token_ids,
@@ -240,7 +240,7 @@ def parse_response(body: Any) -> ModelResponse:
     )
 
 
-class ChatStream:
+class ChatStream(ChunkStream):
     """Gathers the chunks of a `stream=True` chat completion into one `ModelResponse`.
 
     Feed each `data:` payload (decoded JSON) to `feed`; `done` turns true at `[DONE]`
@@ -260,17 +260,6 @@ class ChatStream:
         self._ids: list[int] | None = None
         self._logprobs: list[Any] | None = None
         self._chunks = 0
-
-    def feed_event(self, event: str | None, data: str) -> None:
-        """One SSE event (these streams carry no event names)."""
-        self.feed_data(data)
-
-    def feed_data(self, data: str) -> None:
-        """One SSE `data` field: a JSON chunk, or `[DONE]`."""
-        if data.strip() == "[DONE]":
-            self.done = True
-            return
-        self.feed(loads(data))
 
     def feed(self, chunk: Any) -> None:
         chunk = as_object(chunk, "chat completion chunk")

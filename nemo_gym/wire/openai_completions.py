@@ -11,12 +11,12 @@ from typing import Any
 
 from nemo_gym.records import Message, ModelRequest, ModelResponse, Sampling, Usage
 from nemo_gym.wire.common import (
+    ChunkStream,
     ServerRequest,
     WireError,
     as_list,
     as_object,
     as_str,
-    loads,
     logprobs,
     sse,
     token_ids,
@@ -109,7 +109,7 @@ def parse_response(body: Any) -> ModelResponse:
     )
 
 
-class CompletionStream:
+class CompletionStream(ChunkStream):
     """Gathers the chunks of a `stream=True` completion into one `ModelResponse`."""
 
     def __init__(self) -> None:
@@ -122,16 +122,6 @@ class CompletionStream:
         self._ids: list[Any] | None = None
         self._logprobs: list[Any] | None = None
         self._chunks = 0
-
-    def feed_event(self, event: str | None, data: str) -> None:
-        """One SSE event (these streams carry no event names)."""
-        self.feed_data(data)
-
-    def feed_data(self, data: str) -> None:
-        if data.strip() == "[DONE]":
-            self.done = True
-            return
-        self.feed(loads(data))
 
     def feed(self, chunk: Any) -> None:
         chunk = as_object(chunk, "completion chunk")
