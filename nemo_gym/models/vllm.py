@@ -408,7 +408,10 @@ class VLLM(ModelAdapter):
             started.set_exception(error)
             loop.close()
             return
-        started.set_result(None)
+        # "Started" is reported from inside the running loop: a caller woken by it finds
+        # `loop.is_running()` true, so neither a request nor `aclose()` can fall into a
+        # gap between the build and `run_forever`.
+        loop.call_soon(_settle_started, started)
         try:
             loop.run_forever()
         finally:
@@ -494,9 +497,13 @@ class VLLM(ModelAdapter):
         async def stop() -> None:
             engine.shutdown()
 
-        if loop.is_running():
-            asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=120)
-            loop.call_soon_threadsafe(loop.stop)
+        # The loop is running (it reported "started" from inside itself) unless its
+        # thread has already ended: shut the engine down on it, then end the loop.
+        if not loop.is_closed():
+            try:
+                asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=120)
+            finally:
+                loop.call_soon_threadsafe(loop.stop)
         if thread is not None:
             thread.join(timeout=120)
 
@@ -568,6 +575,11 @@ def _resolve(
         loop.call_soon_threadsafe(settle)
     except RuntimeError:
         log.debug("the caller's event loop is closed; dropping its result")
+
+
+def _settle_started(started: concurrent.futures.Future[None]) -> None:
+    if not started.done():
+        started.set_result(None)
 
 
 def _sampled_logprobs(logprobs: Any, completion: Sequence[int]) -> list[float]:

@@ -11,6 +11,8 @@ import asyncio
 import gc
 import importlib.util
 import json
+import threading
+import time
 
 import pytest
 import tool_rollouts
@@ -292,3 +294,63 @@ async def test_many_seeded_long_prompts_at_once_keep_the_engine_alive(owned: VLL
     )
     assert sum(r.usage.prompt_tokens for r in replies) > 2 * 2048
     assert all(1 <= len(r.completion_token_ids) <= 4 for r in replies)
+
+
+# ---------------------------------------------------------------------------------------
+# The engine thread's start/close handshake (a fake engine: the thread and loop are ours)
+
+
+class _SlowLoop(asyncio.SelectorEventLoop):
+    """A loop whose thread is descheduled between being built and running."""
+
+    def run_forever(self) -> None:
+        time.sleep(0.3)
+        super().run_forever()
+
+
+class _FakeEngine:
+    def __init__(self) -> None:
+        self.shut_down = threading.Event()
+
+    def shutdown(self) -> None:
+        self.shut_down.set()
+
+
+class _FakeBuilt(VLLM):
+    async def _build(self) -> None:
+        self._engine = _FakeEngine()
+
+
+@pytest.fixture
+def slow_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    import nemo_gym.models.vllm as module
+
+    monkeypatch.setattr(module.asyncio, "new_event_loop", _SlowLoop)
+
+
+@pytest.mark.usefixtures("slow_loop")
+async def test_a_request_right_after_start_reaches_the_engine_loop() -> None:
+    model = _FakeBuilt("fake/model")
+    await model.start()
+
+    async def on_engine() -> threading.Thread:
+        return threading.current_thread()
+
+    # Before the fix the thread said "started" before its loop ran: refused as `closed`.
+    assert await model._on_engine_loop(on_engine()) is model._thread
+    engine = model.engine
+    await model.aclose()
+    assert engine.shut_down.is_set()
+
+
+@pytest.mark.usefixtures("slow_loop")
+async def test_closing_right_after_start_stops_the_engine_and_its_thread() -> None:
+    model = _FakeBuilt("fake/model")
+    await model.start()
+    engine, thread = model.engine, model._thread
+    began = time.monotonic()
+    await model.aclose()
+    # Before the fix this waited 120 s on a thread whose loop was never stopped, and
+    # left the engine running.
+    assert time.monotonic() - began < 5
+    assert engine.shut_down.is_set() and not thread.is_alive()
