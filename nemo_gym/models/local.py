@@ -84,11 +84,43 @@ def embedded_gguf_path() -> Path:
 
 
 def _converted_dir(gguf: Path, root: Path) -> Path:
-    stat = gguf.stat()
-    # Name, size and mtime identify the file cheaply (hashing 100 MB on every load would
-    # not); no path, so every virtualenv with the same wheel shares one converted copy.
-    key = hashlib.sha256(f"{gguf.name}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    return root / "models" / f"{gguf.stem}-{key.hexdigest()[:12]}"
+    # Keyed on the file's content: every pip install gives the same wheel's GGUF a new
+    # mtime, and a key on mtime made each venv convert again and keep another ~517 MB
+    # copy. No path in the key either, so every venv shares one converted copy.
+    return root / "models" / f"{gguf.stem}-{_content_digest(gguf, root)[:16]}"
+
+
+def _content_digest(path: Path, root: Path) -> str:
+    """The sha256 of `path`'s bytes, computed once per (path, size, mtime) and recorded.
+
+    Hashing the ~100 MB GGUF takes a fraction of a second; the record under
+    `<root>/digests/` makes later loads of the same file (unchanged size and mtime)
+    skip even that.
+    """
+    resolved = path.resolve()
+    stat = resolved.stat()
+    identity = f"{resolved}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}"
+    record = root / "digests" / hashlib.sha256(identity.encode()).hexdigest()[:32]
+    try:
+        known = record.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        known = ""
+    if len(known) == 64 and all(c in "0123456789abcdef" for c in known):
+        return known
+    digest = hashlib.sha256()
+    with resolved.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    value = digest.hexdigest()
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{record.name}.", dir=record.parent)
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            out.write(value)
+        os.replace(tmp, record)
+    except OSError:
+        log.debug("cannot record the digest of %s under %s", path, record.parent, exc_info=True)
+    return value
 
 
 def converted_checkpoint(gguf: Path, cache_dir: Path | None = None) -> tuple[Path, bool]:

@@ -324,3 +324,42 @@ def test_chatml_fallback_matches_the_embedded_template() -> None:
     )
     assert rendered.endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
     assert rendered.startswith("<|im_start|>system\n")
+
+
+def test_the_conversion_cache_is_keyed_on_content_not_mtime(tmp_path, monkeypatch) -> None:
+    import os
+    import shutil
+    from pathlib import Path
+
+    from nemo_gym.models import local
+
+    root = tmp_path / "cache"
+    original = embedded_gguf_path()
+    # What a pip install in another venv does: the same bytes, a new path and mtime.
+    reinstalled = tmp_path / "venv2" / original.name
+    reinstalled.parent.mkdir()
+    shutil.copyfile(original, reinstalled)
+    os.utime(reinstalled, ns=(1, original.stat().st_mtime_ns + 10**9))
+    assert local._converted_dir(reinstalled, root) == local._converted_dir(original, root)
+
+    # Same name, size and mtime, other bytes: another key.
+    edited = tmp_path / "venv3" / original.name
+    edited.parent.mkdir()
+    blob = bytearray(reinstalled.read_bytes())
+    blob[-1] ^= 1
+    edited.write_bytes(bytes(blob))
+    os.utime(edited, ns=(1, reinstalled.stat().st_mtime_ns))
+    assert local._converted_dir(edited, root) != local._converted_dir(reinstalled, root)
+
+    # The file is hashed once per (path, size, mtime): later loads read the record.
+    reads: list[Path] = []
+    real_open = Path.open
+
+    def counting(self: Path, mode: str = "r", *args, **kwargs):
+        if "b" in mode:
+            reads.append(self)
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", counting)
+    again = local._converted_dir(reinstalled, root)
+    assert again == local._converted_dir(original, root) and reads == []
