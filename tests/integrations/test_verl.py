@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
@@ -20,25 +21,36 @@ pytest.importorskip("verl", reason="verl is tested in its own venv: bash scripts
 pytest.importorskip("nemo_gym.models.chat", reason="needs the shared chat-template module")
 
 import hydra
-from omegaconf import OmegaConf
+import pandas as pd
+import verl
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf, open_dict
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopOutput,
+    AgentLoopWorker,
     DictConfigWrap,
     ToolListWrap,
     _agent_loop_registry,
 )
-from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.protocol import DataProto
+from verl.utils import omega_conf_to_dataclass
+from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
 from nemo_gym.integrations import verl as gym_verl
 
 
 class FakeServer:
-    """Replies from `script(request_id, turn)`; keeps every prompt it was sent."""
+    """Replies from `script(request_id, turn)`; keeps every prompt it was sent.
 
-    def __init__(self, tokenizer, script):
+    As verl's vLLM server: a reply ends with `eos` (the tokenizer's EOS unless given)
+    unless `max_tokens` cuts it first, and `stop_reason` is "completed" either way.
+    """
+
+    def __init__(self, tokenizer, script, eos=None):
         self.tokenizer = tokenizer
         self.script = script
+        self.eos = tokenizer.eos_token_id if eos is None else eos
         self.prompts: dict[str, list[list[int]]] = {}
         self.replies: dict[str, list[list[int]]] = {}
         self.params: list[dict] = []
@@ -48,27 +60,55 @@ class FakeServer:
         turns.append(list(prompt_ids))
         self.params.append(dict(sampling_params))
         text = self.script(request_id, len(turns) - 1)
-        ids = [
-            *self.tokenizer(text, add_special_tokens=False)["input_ids"],
-            self.tokenizer.eos_token_id,
-        ]
+        ids = [*self.tokenizer(text, add_special_tokens=False)["input_ids"], self.eos]
+        if sampling_params.get("max_tokens") is not None:
+            ids = ids[: sampling_params["max_tokens"]]
         self.replies.setdefault(request_id, []).append(ids)
         return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed")
 
 
-def config(prompt_length=2048, response_length=2048):
+def checkpoint() -> str:
+    from nemo_gym.models.local import converted_checkpoint, embedded_gguf_path
+
+    return str(converted_checkpoint(embedded_gguf_path())[0])
+
+
+def config(prompt_length=2048, response_length=2048, model_path=None):
     return OmegaConf.create(
         {
             "actor_rollout_ref": {
+                "model": {"path": model_path or checkpoint()},
                 "rollout": {
                     "prompt_length": prompt_length,
                     "response_length": response_length,
                     "agent": {},
-                }
+                },
             },
             "data": {},
         }
     )
+
+
+def verl_config(tmp_path: Path, entry: str, rows: list[dict], **lengths: int):
+    """verl 0.9.1's own trainer config, composed by hydra as its entry point does, with
+    our agent loop's YAML entry and `rows` as the training parquet."""
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "agents.yaml").write_text(
+        "- name: nemo_gym\n  _target_: nemo_gym.integrations.verl.NemoGymAgentLoop\n" + entry
+    )
+    pd.DataFrame(rows).to_parquet(tmp_path / "train.parquet")
+    overrides = [
+        f"actor_rollout_ref.model.path={checkpoint()}",
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.prompt_length={lengths.get('prompt_length', 1024)}",
+        f"actor_rollout_ref.rollout.response_length={lengths.get('response_length', 1024)}",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={tmp_path / 'agents.yaml'}",
+        f"data.train_files={tmp_path / 'train.parquet'}",
+    ]
+    with initialize_config_dir(
+        config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None
+    ):
+        return compose("ppo_trainer", overrides=overrides)
 
 
 def agent_loop(server, tokenizer, cfg=None):
@@ -161,7 +201,7 @@ def test_sampling_params_reach_the_server_and_validation_is_greedy(smollm2_token
     assert server.params[0]["temperature"] == 0 and server.params[0]["top_k"] == -1
 
 
-def test_failed_and_too_long_rollouts_are_masked(smollm2_tokenizer) -> None:
+def test_a_failed_rollout_is_masked(smollm2_tokenizer) -> None:
     env = gym.make("bank")
     (row,) = gym_verl.rows(env, split="train", limit=1)
 
@@ -173,13 +213,112 @@ def test_failed_and_too_long_rollouts_are_masked(smollm2_tokenizer) -> None:
     assert output.extra_fields["nemo_gym_status"].startswith("failed: model")
     assert output.response_mask == [0] and output.reward_score == 0.0
 
+
+def test_each_turn_gets_the_budget_left_and_an_exhausted_rollout_is_kept(
+    smollm2_tokenizer,
+) -> None:
+    env = gym.make("bank")
+    (row,) = gym_verl.rows(env, split="train", limit=1)
     task = gym.Task.model_validate_json(row["extra_info"]["nemo_gym"]["task"])
     replies = bank_script(task)
     server = FakeServer(smollm2_tokenizer, lambda rid, turn: replies[turn])
-    short = agent_loop(server, smollm2_tokenizer, config(response_length=16))
-    output = run(short, row)
-    assert output.extra_fields["nemo_gym_status"].startswith("too long: response")
-    assert sum(output.response_mask) == 0
+    budget = 100  # room for the first two turns, not for their tool results and a third
+    output = run(agent_loop(server, smollm2_tokenizer, config(response_length=budget)), row)
+    # As verl's tool agent: the sample is kept (not masked), its response cut at the budget.
+    assert output.extra_fields["nemo_gym_status"] == "ok"
+    assert output.extra_fields["nemo_gym_masked"] is False
+    assert output.extra_fields["nemo_gym_budget_exhausted"] is True
+    assert len(output.response_ids) == len(output.response_mask) <= budget
+    assert sum(output.response_mask) > 0
+    ((_, prompts),) = server.prompts.items()
+    first = len(prompts[0])
+    # Each turn's max_tokens is what the response has left, never the whole budget again.
+    asked = [p["max_tokens"] for p in server.params]
+    assert asked == [budget - (len(p) - first) for p in prompts]
+    assert len(asked) < len(replies) and all(0 < a <= budget for a in asked)
+    assert asked[0] == budget and asked[-1] < budget
+
+
+def test_a_reply_cut_at_the_budget_is_length_and_any_eos_id_ends_a_turn(
+    smollm2_tokenizer,
+) -> None:
+    request = gym.ModelRequest(messages=(gym.Message.user("Say hi."),))
+    server = FakeServer(smollm2_tokenizer, lambda rid, turn: "Hello there, how are you today?")
+    cut = asyncio.run(
+        gym_verl.ServerPolicy(server, smollm2_tokenizer, response_length=4).generate(request)
+    )
+    assert len(cut.completion_token_ids) == 4 and cut.finish_reason == "length"
+    whole = asyncio.run(
+        gym_verl.ServerPolicy(server, smollm2_tokenizer, response_length=64).generate(request)
+    )
+    assert whole.finish_reason == "stop"
+    # vLLM stops on every EOS id of the generation config, not only the tokenizer's.
+    other = smollm2_tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert other != smollm2_tokenizer.eos_token_id
+    server = FakeServer(smollm2_tokenizer, lambda rid, turn: "Hi.", eos=other)
+    policy = gym_verl.ServerPolicy(server, smollm2_tokenizer, eos_token_ids=[other])
+    reply = asyncio.run(policy.generate(request))
+    assert reply.finish_reason == "stop" and reply.message.content == "Hi."
+
+
+def test_the_agent_loop_reads_the_eos_ids_of_the_models_generation_config(
+    tmp_path, smollm2_tokenizer
+) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    for file in Path(checkpoint()).iterdir():
+        if file.name != "generation_config.json":
+            (model / file.name).symlink_to(file)
+    other = smollm2_tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    eos = [smollm2_tokenizer.eos_token_id, other]
+    (model / "generation_config.json").write_text(json.dumps({"eos_token_id": eos}))
+    loop = agent_loop(
+        FakeServer(smollm2_tokenizer, None), smollm2_tokenizer, config(model_path=str(model))
+    )
+    assert set(loop.eos_token_ids) == set(eos)
+
+
+def test_verls_config_composition_dataset_and_worker_run_the_agent_loop(
+    tmp_path, smollm2_tokenizer
+) -> None:
+    env = gym.make("guess_number", high=7)
+    rows = gym_verl.rows(env, split="train", limit=2, env_options={"high": 7})
+    # Options are keys of the agent loop's YAML entry: verl passes them to the constructor.
+    cfg = verl_config(tmp_path, "  timeout: 123\n  tool_format: hermes\n", rows)
+    # Where the docs used to put them, verl's own config conversion rejects the key.
+    bad = cfg.actor_rollout_ref.rollout.copy()
+    with open_dict(bad):
+        bad.agent.nemo_gym = {"timeout": 123}
+    with pytest.raises(Exception, match="nemo_gym"):
+        omega_conf_to_dataclass(bad)
+    omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+
+    dataset = RLHFDataset(str(tmp_path / "train.parquet"), smollm2_tokenizer, cfg.data)
+    assert len(dataset) == 2
+    spec = dataset[0]["extra_info"]["nemo_gym"]
+    assert gym_verl._environment(spec).high == 7  # the options came through Parquet
+    batch = DataProto.from_single_dict(collate_fn([dataset[0], dataset[1]]))
+
+    def script(request_id, turn):
+        return str(turn + 1)  # guesses 1, 2, 3, ...
+
+    server = FakeServer(smollm2_tokenizer, script)
+    worker = AgentLoopWorker(cfg, llm_client=server)
+    loop = hydra.utils.instantiate(
+        config=_agent_loop_registry["nemo_gym"],
+        trainer_config=DictConfigWrap(config=cfg),
+        server_manager=server,
+        tokenizer=smollm2_tokenizer,
+        processor=None,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(cfg.data),
+        tools=ToolListWrap([]),
+    )
+    assert loop.timeout == 123.0
+    out = asyncio.run(worker.generate_sequences(batch))
+    assert out.non_tensor_batch["nemo_gym_status"].tolist() == ["ok", "ok"]
+    assert out.batch["rm_scores"].sum(dim=-1).tolist() == [1.0, 1.0]
+    assert out.batch["responses"].shape[1] == 1024
 
 
 def test_rows_say_how_to_rebuild_the_environment() -> None:
@@ -190,3 +329,23 @@ def test_rows_say_how_to_rebuild_the_environment() -> None:
     assert gym_verl._environment(spec).high == 7
     with pytest.raises(TypeError):
         gym_verl.rows(env, env_options={"bad": object()})
+    with pytest.raises(gym.errors.ConfigError, match="env_options"):
+        gym_verl._environment({**spec, "env_options": "[1]"})
+    # No options: Parquet cannot write an empty struct, so they travel as JSON text.
+    (plain,) = gym_verl.rows(gym.make("arithmetic"), split="train", limit=1)
+    assert plain["extra_info"]["nemo_gym"]["env_options"] == "{}"
+
+
+def test_the_docs_parquet_snippet_runs_and_verl_reads_it(
+    tmp_path, monkeypatch, smollm2_tokenizer
+) -> None:
+    import re
+
+    page = Path(__file__).parents[2] / "docs" / "trainers.md"
+    section = page.read_text().split("## verl\n", 1)[1]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    exec(block, {})
+    cfg = verl_config(tmp_path / "cfg", "", gym_verl.rows(gym.make("bank"), limit=1))
+    dataset = RLHFDataset(str(tmp_path / "train.parquet"), smollm2_tokenizer, cfg.data)
+    assert len(dataset) > 0 and dataset[0]["agent_name"] == "nemo_gym"
