@@ -20,7 +20,9 @@ dataset rows: nemo_gym.integrations.nemo_rl.datum(env, task, tokenizer, idx)
 NeMo RL's interface has no way for an environment to mask a sample: a failed rollout
 gets reward 0.0 in the tensor, is counted in `nemo_gym/failed`, and
 `global_post_process_and_metrics(batch)` sets its `loss_multiplier` to 0 (call it on
-the batch before training; NeMo RL's GRPO loop does not). NeMo RL is not installed
+the batch before training; NeMo RL's GRPO loop does not). It finds the row by its
+conversation and reward 0, and masks one row per failure (identical rows are
+interchangeable), so a success with the same text is never masked. NeMo RL is not installed
 here (PyPI's `nemo-rl` is a 0.0.0 placeholder), so the tests run against a faithful
 copy of its interface; see docs/trainers.md.
 """
@@ -33,6 +35,7 @@ import json
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -48,6 +51,10 @@ from nemo_gym.runner import default_harness, rollout
 log = logging.getLogger(__name__)
 
 __all__ = ["EnvironmentReturn", "NemoGymEnvironment", "data_processor", "datum"]
+
+
+_MAX_UNMASKED = 65536
+"""Failed conversations kept for masking (a batch never post-processed leaves some)."""
 
 
 class _EnvironmentReturn(NamedTuple):
@@ -115,8 +122,10 @@ def datum(
     The prompt is one message holding the chat template's text of the opening messages
     (the harness's system prompt and the tools included) with the generation prompt,
     and its `token_ids`; `extra_env_info` carries the task. `tools` defaults to those
-    of an episode of `task` (opened and closed here). A prompt longer than
-    `max_seq_length` is kept whole with `loss_multiplier` 0 (never cut).
+    of an episode of `task` (opened and closed here). A prompt of `max_seq_length`
+    tokens or more is handled as NeMo RL's own processors handle one: its `token_ids`
+    cut to `min(4, max_seq_length)`, `loss_multiplier` 0, `length` the full length; the
+    environment ends such a sample at its first step (reward 0, no rollout).
     """
     torch = require("torch", "nemo-rl")
     harness = harness or default_harness(env)
@@ -128,13 +137,20 @@ def datum(
     messages = opening_messages(task, getattr(harness, "system_prompt", None))
     text = template.render(messages, tools, generation_prompt=True)
     ids = template.encode(text)
-    too_long = max_seq_length is not None and len(ids) >= max_seq_length
+    length = len(ids)
+    info: dict[str, Any] = {"task": task.model_dump_json()}
+    too_long = max_seq_length is not None and length >= max_seq_length
+    if too_long:
+        assert max_seq_length is not None
+        # As nemo_rl/data/processors.py: "make smaller and mask out".
+        ids = ids[: min(4, max_seq_length)]
+        info["prompt_too_long"] = True
     return {
         "message_log": [
             {"role": "user", "content": text, "token_ids": torch.tensor(ids, dtype=torch.long)}
         ],
-        "length": len(ids),
-        "extra_env_info": {"task": task.model_dump_json()},
+        "length": length,
+        "extra_env_info": info,
         "loss_multiplier": 0.0 if too_long else 1.0,
         "idx": idx,
         "task_name": task_name or env.name,
@@ -197,31 +213,32 @@ class _Turns:
     def __init__(self, template: Any) -> None:
         self.template = template
         self.asked: asyncio.Future[ModelRequest] = asyncio.get_running_loop().create_future()
-        self._reply: asyncio.Future[str] | None = None
+        self._reply: asyncio.Future[tuple[str, bool]] | None = None
         self.last: tuple[ModelRequest, Message] | None = None
+        self.last_cut = False  # the last reply hit max_new_tokens (no EOS closes it)
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         loop = asyncio.get_running_loop()
         self._reply = loop.create_future()
         if not self.asked.done():
             self.asked.set_result(request)
-        text = await self._reply
+        text, cut = await self._reply
         content: str | None = text
         calls: tuple[Any, ...] = ()
         if request.tools:
             content, calls = self.template.parse(text)
         message = Message.assistant(content, tool_calls=calls)
         self.last = (request, message)
-        return ModelResponse(
-            message=message, finish_reason="tool_calls" if calls else "stop", model="nemo_rl"
-        )
+        self.last_cut = cut
+        finish = "tool_calls" if calls else ("length" if cut else "stop")
+        return ModelResponse(message=message, finish_reason=finish, model="nemo_rl")
 
-    def answer(self, text: str) -> None:
-        """Deliver NeMo RL's generation for the request the harness is waiting on."""
+    def answer(self, text: str, *, cut: bool = False) -> None:
+        """Deliver NeMo RL's generation (`cut`: it hit max_new_tokens) to the harness."""
         if self._reply is None or self._reply.done():
             raise HarnessError("a generation arrived for a session that asked for none")
         self.asked = asyncio.get_running_loop().create_future()
-        self._reply.set_result(text)
+        self._reply.set_result((text, cut))
 
 
 class _Turn(NamedTuple):
@@ -257,7 +274,11 @@ class NemoGymEnvironment:
     `chat_template`, `tool_format` ("hermes"), `timeout` (seconds per rollout) and
     `session_ttl` (seconds a paused rollout may wait for its next turn before it is
     cancelled and its episode closed: NeMo RL stops samples at its turn or length
-    limits without telling the environment). Objects may be given directly instead.
+    limits without telling the environment), `max_new_tokens` (the policy's
+    `generation.max_new_tokens`: a reply that long hit the limit, and its turn is closed
+    by the observation, which then starts with the EOS the model never generated; NeMo
+    RL hands an environment only the decoded text, so without it every turn is taken
+    to have ended on EOS, and a warning says so). Objects may be given directly instead.
     """
 
     def __init__(
@@ -294,10 +315,27 @@ class NemoGymEnvironment:
         )
         self.timeout: float | None = cfg.get("timeout")
         self.session_ttl = float(cfg.get("session_ttl", 900.0))
+        max_new_tokens = cfg.get("max_new_tokens")
+        self.max_new_tokens: int | None = None if max_new_tokens is None else int(max_new_tokens)
+        if self.max_new_tokens is None:
+            log.warning(
+                "NemoGymEnvironment: no cfg['max_new_tokens']; a turn cut at the policy's "
+                "max_new_tokens cannot be told from one that ended on EOS, and is "
+                "continued as if closed (give the policy's generation.max_new_tokens)"
+            )
         self.loop = loop or LoopThread(f"nemo_gym-nemo_rl-{env.name}")
         self._sessions: dict[str, _Session] = {}
-        self._failed: dict[str, str] = {}
-        self._counts = {"terminated": 0, "failed": 0, "turns": 0, "reaped": 0}
+        # Failed samples not yet masked, by conversation: a multiset (GRPO groups hold
+        # identical conversations), each entry consumed by the row it masks.
+        self._failed: OrderedDict[str, int] = OrderedDict()
+        self._counts = {
+            "terminated": 0,
+            "failed": 0,
+            "turns": 0,
+            "reaped": 0,
+            "cut_turns": 0,
+            "prompt_too_long": 0,
+        }
 
     # -- the interface --------------------------------------------------------------
 
@@ -321,12 +359,21 @@ class NemoGymEnvironment:
         """Mask the batch's failed samples (`loss_multiplier` 0) and report counts."""
         masked = 0
         logs = batch["message_log"] if "message_log" in batch else []
+        rewards = next((batch[k] for k in ("total_reward", "rewards") if k in batch), None)
         if self._failed and len(logs):
             multiplier = batch["loss_multiplier"]
             for row, log_ in enumerate(logs):
-                if _fingerprint(log_) in self._failed:
+                if rewards is not None and float(rewards[row]) != 0.0:
+                    continue  # a failure's reward is 0: this row succeeded
+                fingerprint = _fingerprint(log_)
+                left = self._failed.get(fingerprint, 0)
+                if left and float(multiplier[row]) != 0.0:
                     multiplier[row] = 0
                     masked += 1
+                    if left == 1:
+                        del self._failed[fingerprint]
+                    else:
+                        self._failed[fingerprint] = left - 1
             batch["loss_multiplier"] = multiplier
         done = max(1, self._counts["terminated"])
         metrics = {
@@ -337,6 +384,9 @@ class NemoGymEnvironment:
             "nemo_gym/turns_per_rollout": self._counts["turns"] / done,
             "nemo_gym/open_rollouts": float(len(self._sessions)),
             "nemo_gym/reaped": float(self._counts["reaped"]),
+            "nemo_gym/cut_turns": float(self._counts["cut_turns"]),
+            "nemo_gym/prompt_too_long": float(self._counts["prompt_too_long"]),
+            "nemo_gym/failed_unmasked": float(sum(self._failed.values())),
         }
         return batch, metrics
 
@@ -366,10 +416,16 @@ class NemoGymEnvironment:
             )
         if not message_log or message_log[-1].get("role") != "assistant":
             raise ConfigError("step: a message log must end with the model's (assistant) turn")
+        if meta.get("prompt_too_long"):
+            # Its prompt was cut to a stub (as NeMo RL's processors do) and its loss is
+            # masked: nothing to roll out.
+            self._counts["prompt_too_long"] += 1
+            return _Turn({"role": "environment", "content": ""}, None, 0.0, True, None)
         text = str(message_log[-1].get("content") or "")
         eos = getattr(self.tokenizer, "eos_token", None)
         if eos and text.endswith(eos):
             text = text[: -len(eos)]
+        cut = self._cut(text)
         key = meta.get("session")
         session = self._sessions.get(key) if key else None
         if key and session is None:
@@ -388,14 +444,26 @@ class NemoGymEnvironment:
         session.touched = time.monotonic()
         turns = session.turns
         if turns.asked.done():
-            turns.answer(text)
+            turns.answer(text, cut=cut)
             self._counts["turns"] += 1
+            self._counts["cut_turns"] += cut
         asked = await self._next(session)
         if asked is not None:
             observation = self._continuation(turns, asked)
             return _Turn(observation, {**meta, "session": key}, 0.0, False, None)
         del self._sessions[key]
         return self._finished(session.job.result(), message_log)
+
+    def _cut(self, text: str) -> bool:
+        """Whether NeMo RL's generation of `text` hit max_new_tokens (so has no EOS).
+
+        NeMo RL decodes the generated ids without special tokens, so a reply that ended
+        on EOS re-encodes to fewer than max_new_tokens ids (the EOS was one of them).
+        """
+        if self.max_new_tokens is None:
+            return False
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return len(ids) >= self.max_new_tokens
 
     async def _next(self, session: _Session) -> ModelRequest | None:
         """Wait until the harness asks for another turn (its request) or ends (None)."""
@@ -420,11 +488,12 @@ class NemoGymEnvironment:
             raise HarnessError(
                 "the chat template rewrites earlier turns; NeMo RL's tokens would not match"
             )
-        # The generated ids end with the EOS that closes the turn; the rest of the
-        # template's closing text, the new messages and the generation prompt follow.
+        # A generation that ended on EOS holds the EOS that closes the turn: the rest of
+        # the template's closing text, the new messages and the generation prompt
+        # follow. One cut at max_new_tokens has none: the observation closes the turn.
         glue = template.after_assistant(before, asked.tools)
         eos = getattr(self.tokenizer, "eos_token", None)
-        if eos and glue.startswith(eos):
+        if eos and glue.startswith(eos) and not turns.last_cut:
             glue = glue[len(eos) :]
         added = after[len(before) :]
         role = "tool" if added and all(m.role == "tool" for m in added) else "user"
@@ -440,7 +509,10 @@ class NemoGymEnvironment:
         self._counts["failed"] += 1
         failure = done.failure
         reason = f"{failure.kind}/{failure.code}: {failure.message}" if failure else "failed"
-        self._failed[_fingerprint(message_log)] = reason
+        fingerprint = _fingerprint(message_log)
+        self._failed[fingerprint] = self._failed.pop(fingerprint, 0) + 1
+        while len(self._failed) > _MAX_UNMASKED:  # never post-processed: drop the oldest
+            self._failed.popitem(last=False)
         log.warning("rollout of task %s failed (reward 0, to be masked): %s", done.task_id, reason)
         return _Turn(observation, None, 0.0, True, None)
 

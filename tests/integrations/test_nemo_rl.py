@@ -245,3 +245,108 @@ def test_built_from_a_cfg_as_a_ray_actor_would_be(nemo_rl, smollm2_tokenizer, mo
     )
     assert nemo_env.env.high == 5
     nemo_env.shutdown()
+
+
+def test_a_success_with_the_text_of_a_failure_is_not_masked(nemo_rl, smollm2_tokenizer) -> None:
+    module, driver = nemo_rl
+    calls = {"n": 0}
+
+    async def flaky(task, trajectory):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("verifier crashed once")
+        return 1.0
+
+    env = gym.Env(flaky, name="flaky", tasks=[gym.Task(id="x", prompt="hi", answer="1")])
+    task = env.tasks()[0]
+    tokenizer = smollm2_tokenizer
+    nemo_env = module.NemoGymEnvironment(env=env, tokenizer=tokenizer, cfg={"max_new_tokens": 64})
+    # One GRPO group: identical replies are common; the first rollout fails, the second
+    # succeeds with the same conversation text.
+    batch = [module.datum(env, task, tokenizer, idx=0) for _ in range(2)]
+    driver.run(nemo_env, batch, tokenizer, scripted(tokenizer, [["hello"], ["hello"]]))
+    assert [s["total_reward"] for s in batch] == [0.0, 1.0]
+    rows = {
+        "message_log": [s["message_log"] for s in batch],
+        "total_reward": torch.tensor([s["total_reward"] for s in batch]),
+        "loss_multiplier": torch.ones(2),
+    }
+    rows, metrics = nemo_env.global_post_process_and_metrics(rows)
+    assert rows["loss_multiplier"].tolist() == [0.0, 1.0]
+    assert metrics["nemo_gym/masked_in_batch"] == 1 and metrics["nemo_gym/failed_unmasked"] == 0
+    # The failure was consumed: the same text succeeding in a later step stays trained.
+    later = [module.datum(env, task, tokenizer, idx=0)]
+    driver.run(nemo_env, later, tokenizer, scripted(tokenizer, [["hello"]]))
+    rows = {
+        "message_log": [later[0]["message_log"]],
+        "total_reward": torch.tensor([later[0]["total_reward"]]),
+        "loss_multiplier": torch.ones(1),
+    }
+    rows, _ = nemo_env.global_post_process_and_metrics(rows)
+    assert later[0]["total_reward"] == 1.0 and rows["loss_multiplier"].tolist() == [1.0]
+    nemo_env.shutdown()
+
+
+def test_a_turn_cut_at_max_new_tokens_is_closed_by_the_observation(
+    nemo_rl, smollm2_tokenizer
+) -> None:
+    module, driver = nemo_rl
+    from nemo_gym.models.chat import ChatTemplate
+
+    tokenizer = smollm2_tokenizer
+    env = gym.make("guess_number", high=4, max_guesses=4)
+    task = next(t for t in env.tasks(split="train") if int(t.answer) > 2)
+    cap = 6
+    long = "1 and that is my final answer for now"  # over `cap` tokens: cut, no EOS
+    replies = [long, "2", str(task.answer)]
+    nemo_env = module.NemoGymEnvironment(env=env, tokenizer=tokenizer, cfg={"max_new_tokens": cap})
+    batch = [module.datum(env, task, tokenizer, idx=0)]
+    driver.run(nemo_env, batch, tokenizer, scripted(tokenizer, [replies]), max_new_tokens=cap)
+    sample = batch[0]
+    assert sample["total_reward"] == 1.0
+    first = sample["message_log"][1]
+    assert first["role"] == "assistant" and len(first["token_ids"]) == cap
+    assert tokenizer.eos_token_id not in first["token_ids"].tolist()
+    # What NeMo RL trains on closes every assistant turn, the cut one included: it is
+    # the template's rendering of the conversation.
+    ids = torch.cat([m["token_ids"] for m in sample["message_log"]]).tolist()
+    template = ChatTemplate(tokenizer)
+    messages = gym.harnesses.opening_messages(task, env.harness.system_prompt)
+    texts = [m["content"] for m in sample["message_log"] if m["role"] == "assistant"]
+    feedback = ["Higher.", "Higher."]
+    for text, said in zip(texts, feedback, strict=False):
+        messages += [gym.Message.assistant(text), gym.Message.user(said)]
+    messages.append(gym.Message.assistant(texts[-1]))
+    rendered = template.render(messages, (), generation_prompt=False)
+    assert tokenizer.decode(ids) == rendered[: len(tokenizer.decode(ids))]
+    assert tokenizer.decode(ids).count(tokenizer.eos_token) == rendered.count(tokenizer.eos_token)
+    _, metrics = nemo_env.global_post_process_and_metrics(
+        {"message_log": [], "loss_multiplier": torch.ones(0)}
+    )
+    assert metrics["nemo_gym/cut_turns"] == 1
+    nemo_env.shutdown()
+
+
+def test_an_over_long_prompt_is_cut_and_masked_as_nemo_rls_processors_do(
+    nemo_rl, smollm2_tokenizer
+) -> None:
+    module, driver = nemo_rl
+    tokenizer = smollm2_tokenizer
+    env = gym.make("bank")
+    task = next(iter(env.tasks(split="train")))
+    whole = module.datum(env, task, tokenizer, idx=0)
+    full = whole["length"]
+    datum = module.datum(env, task, tokenizer, idx=0, max_seq_length=full - 1)
+    (message,) = datum["message_log"]
+    assert message["token_ids"].tolist() == whole["message_log"][0]["token_ids"].tolist()[:4]
+    assert message["content"] == whole["message_log"][0]["content"]
+    assert datum["length"] == full and datum["loss_multiplier"] == 0.0
+    # The environment ends it at once: no rollout against a prompt the model never saw.
+    nemo_env = module.NemoGymEnvironment(env=env, tokenizer=tokenizer, cfg={"max_new_tokens": 64})
+    driver.run(nemo_env, [datum], tokenizer, scripted(tokenizer, [["Done."]]))
+    assert datum["total_reward"] == 0.0 and datum["turns"] == 1
+    _, metrics = nemo_env.global_post_process_and_metrics(
+        {"message_log": [], "loss_multiplier": torch.ones(0)}
+    )
+    assert metrics["nemo_gym/prompt_too_long"] == 1 and metrics["nemo_gym/open_rollouts"] == 0
+    nemo_env.shutdown()
