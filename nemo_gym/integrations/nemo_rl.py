@@ -451,6 +451,7 @@ class NemoGymEnvironment:
         if asked is not None:
             observation = self._continuation(turns, asked)
             return _Turn(observation, {**meta, "session": key}, 0.0, False, None)
+        assert key is not None
         del self._sessions[key]
         return self._finished(session.job.result(), message_log)
 
@@ -468,7 +469,8 @@ class NemoGymEnvironment:
     async def _next(self, session: _Session) -> ModelRequest | None:
         """Wait until the harness asks for another turn (its request) or ends (None)."""
         asked = session.turns.asked
-        await asyncio.wait({asked, session.job}, return_when=asyncio.FIRST_COMPLETED)
+        waited: set[asyncio.Future[Any]] = {asked, session.job}
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
         return asked.result() if asked.done() else None
 
     def _continuation(self, turns: _Turns, asked: ModelRequest) -> dict[str, str]:

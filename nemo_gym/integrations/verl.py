@@ -165,8 +165,8 @@ class ServerPolicy(ModelAdapter):
         budget = self._budget(prompt.ids)
         if budget is not None and budget <= 0:
             raise ResponseBudgetExhausted(
-                f"the rollout's response holds {self.response_length - budget} tokens: "
-                f"response_length={self.response_length} leaves none for another turn"
+                f"the rollout's response has used up response_length={self.response_length}: "
+                "no budget left for another turn"
             )
         if budget is not None:
             params["max_tokens"] = min(int(params.get("max_tokens") or budget), budget)
@@ -209,7 +209,10 @@ class ServerPolicy(ModelAdapter):
             completion_token_ids=ids,
             completion_logprobs=logprobs,
             sampling=Sampling(
-                **{k: params.get(k) for k in ("temperature", "top_p", "max_tokens", "seed")}
+                temperature=params.get("temperature"),
+                top_p=params.get("top_p"),
+                max_tokens=params.get("max_tokens"),
+                seed=params.get("seed"),
             ),
             metadata={"history": prompt.history},
         )

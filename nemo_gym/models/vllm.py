@@ -475,7 +475,10 @@ class VLLM(ModelAdapter):
                 "started on",
                 code="closed",
             )
-        future = asyncio.run_coroutine_threadsafe(coroutine, loop)  # type: ignore[arg-type]
+        future: concurrent.futures.Future[_T] = asyncio.run_coroutine_threadsafe(
+            coroutine,  # type: ignore[arg-type]
+            loop,
+        )
         return await asyncio.wrap_future(future)
 
     def _shutdown(self) -> None:
