@@ -349,3 +349,15 @@ def test_the_docs_parquet_snippet_runs_and_verl_reads_it(
     cfg = verl_config(tmp_path / "cfg", "", gym_verl.rows(gym.make("bank"), limit=1))
     dataset = RLHFDataset(str(tmp_path / "train.parquet"), smollm2_tokenizer, cfg.data)
     assert len(dataset) > 0 and dataset[0]["agent_name"] == "nemo_gym"
+
+
+def test_a_request_verl_aborted_fails_the_rollout(smollm2_tokenizer) -> None:
+    class Aborting(FakeServer):
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            # What verl's vLLM server returns for a request pause_generation aborted.
+            return TokenOutput(token_ids=[], log_probs=None, stop_reason="aborted")
+
+    (row,) = gym_verl.rows(gym.make("arithmetic"), split="train", limit=1)
+    output = run(agent_loop(Aborting(smollm2_tokenizer, None), smollm2_tokenizer), row)
+    assert output.extra_fields["nemo_gym_status"] == "failed: model/aborted"
+    assert output.extra_fields["nemo_gym_masked"] is True and sum(output.response_mask) == 0
