@@ -20,9 +20,10 @@ rows = nemo_gym.integrations.verl.rows(gym.make("bank"), split="train")  # -> pa
 
 Each model turn gets the response budget that is left (`rollout.response_length`
 minus what the rollout's response already holds), as verl's own tool agent does; a
-rollout that runs out of it ends there and is kept, its response cut at
-`response_length`. A turn ends on any of the model's EOS ids (the tokenizer's and its
-generation config's, as vLLM stops on) or of the request's `stop_token_ids`.
+rollout with none left for another turn ends there, is verified as it stands and kept
+(`extra_fields["nemo_gym_budget_exhausted"]`). A turn ends on any of the model's EOS
+ids (the tokenizer's and its generation config's, as vLLM stops on) or of the
+request's `stop_token_ids`.
 
 verl's reward is a number per sample: a failed or untrustworthy rollout gets
 `reward_score` 0.0 with an all-zero `response_mask` (nothing of it is trained on) and
