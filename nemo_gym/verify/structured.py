@@ -2,7 +2,8 @@
 
 `parse_json_reply` reads JSON from a reply: the whole text, else the last ```json
 fenced block (then any fenced block), else the span from the first ``{`` to the last
-``}`` (or ``[`` ... ``]``). Each is one `json.loads` attempt, so the cost is linear.
+``}`` (or ``[`` ... ``]``). Each is one `json.loads` attempt, so the cost is linear, and
+each value is held to `nemo_gym.limits.DEFAULT_LIMITS` (size and depth).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nemo_gym.errors import ConfigError, VerifierError, require
+from nemo_gym.limits import check_document, loads_json
 from nemo_gym.records import Rewards, Task, ToolCall, Trajectory
 from nemo_gym.verify.common import GoldFn, get_gold, response_text
 from nemo_gym.verify.extract import fenced_blocks
@@ -43,10 +45,8 @@ class ParsedJSON:
 
 def _loads(text: str) -> tuple[bool, Any, str | None]:
     try:
-        return True, json.loads(text), None
-    except RecursionError:
-        return False, None, "JSON nested too deeply"
-    except ValueError as exc:  # JSONDecodeError, and int strings past the digit limit
+        return True, loads_json(text), None
+    except ValueError as exc:  # not JSON, over the limits, int strings past the digit limit
         return False, None, str(exc)
 
 
@@ -247,7 +247,8 @@ def _actual_calls(trajectory: Trajectory) -> list[_Call]:
     for tc in calls:
         try:
             args: dict[str, Any] | None = tc.parsed_arguments()
-        except (ValueError, RecursionError):
+            check_document(args)
+        except (ValueError, RecursionError):  # LimitExceeded is a ValueError
             args = None
         out.append(_Call(tc.name, args, tc.arguments))
     return out
