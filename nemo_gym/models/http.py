@@ -40,6 +40,7 @@ from nemo_gym.errors import ConfigError, ModelError, require
 from nemo_gym.models.base import ModelAdapter, RetryPolicy
 from nemo_gym.records import ModelRequest, ModelResponse, Sampling, replace
 from nemo_gym.registry import Spec
+from nemo_gym.urls import basic_auth, split_credentials, without_credentials
 from nemo_gym.wire.common import SSEDecoder, WireError, dumps, error_message, loads, retry_after_s
 
 log = logging.getLogger(__name__)
@@ -361,6 +362,34 @@ class FastTransport:
         return self.base_url
 
 
+_PRIVATE_SUFFIXES = (".local", ".internal", ".localdomain", ".lan", ".home.arpa", ".svc")
+
+
+def is_private_url(url: str) -> bool:
+    """Whether `url`'s host is loopback or on a private network, judged without DNS.
+
+    True for loopback, private (RFC 1918, unique-local IPv6) and link-local addresses,
+    `localhost`, single-label names (`vllm`, a cluster service) and names under
+    `.local`, `.internal`, `.localdomain`, `.lan`, `.home.arpa` or `.svc`. Anything
+    else is public: the adapters send to it through the vendor SDK unless told
+    `transport="fast"`.
+    """
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    except ValueError:
+        return False
+    if not host:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost" or "." not in host or host.endswith(_PRIVATE_SUFFIXES)
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
 def proxy_for(url: str) -> str | None:
     """The proxy HTTP(S)_PROXY / NO_PROXY give for `url` (as httpx reads them), or None."""
     import urllib.request
@@ -514,7 +543,7 @@ class SDKTransport:
 
     def describe(self) -> str:
         if self._given is not None:
-            return str(self._given.base_url)
+            return without_credentials(str(self._given.base_url))
         return self._base_url or "(the SDK's default)"
 
 
@@ -598,13 +627,24 @@ class HTTPAdapter(ModelAdapter):
                 )
             transport = "sdk"
         resolved_url = base_url or os.environ.get(self.env_base_url) or None
+        if resolved_url is not None:
+            # user:password in the URL is sent as basic auth, never recorded or shown.
+            resolved_url, user, password = split_credentials(resolved_url)
+            extra_headers = {**basic_auth(user, password), **(headers or {})}
+        else:
+            extra_headers = dict(headers or {})
+        base_url = resolved_url
         if transport is None:
-            # The fast path for a server of one's own; the SDK for the vendor's API, and
-            # where a proxy applies (the fast transport connects directly).
-            fast = resolved_url is not None and proxy_for(resolved_url) is None
+            # The fast path for a server of one's own (loopback, a private network); the
+            # SDK for anything public (the vendor's API, a hosted endpoint), and where a
+            # proxy applies (the fast transport connects directly).
+            fast = (
+                resolved_url is not None
+                and is_private_url(resolved_url)
+                and proxy_for(resolved_url) is None
+            )
             transport = "fast" if fast else "sdk"
         key = api_key or os.environ.get(self.env_api_key) or None
-        extra_headers = dict(headers or {})
         self._transport: Transport
         if transport == "sdk":
             sdk = require(self.sdk_name, self.sdk_name)
@@ -712,10 +752,11 @@ class HTTPAdapter(ModelAdapter):
 
     def to_spec(self) -> Spec:
         """The adapter's spec; `base_url` is the endpoint it calls, also when it came
-        from `client=` or the environment (never a key or headers)."""
+        from `client=` or the environment (never a key, headers, or the URL's
+        `user:password`)."""
         spec = super().to_spec()
         if spec.options.get("base_url") is not None:
-            return spec
+            return spec  # recorded without credentials (`nemo_gym.urls`)
         options = {**spec.options, "base_url": self._transport.describe()}
         return spec.model_copy(update={"options": options})
 
