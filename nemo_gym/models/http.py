@@ -279,6 +279,10 @@ class FastTransport:
             "User-Agent": "nemo-gym",
             **headers,
         }
+        try:
+            h1.check_headers(self.headers)
+        except ValueError as exc:
+            raise ConfigError(f"headers: {exc}") from None
         self.timeouts = timeouts
         self.max_connections = max_connections or default_max_connections()
         self._clients: LoopLocal[Any] = LoopLocal(self._new_client, self._close_client)
@@ -313,6 +317,12 @@ class FastTransport:
             reply = await client.post(url, dumps(body), on_chunk=on_chunk)
         except (self._h1.H1Error, OSError) as exc:
             raise self._error(exc, url) from exc
+        except ValueError as exc:  # a URL that cannot be sent (a per-request base_url)
+            if isinstance(exc, WireError):
+                raise
+            raise ModelError(
+                f"cannot send to {url}: {exc}", retryable=False, code="bad_request"
+            ) from None
         if reply.status >= 400:
             raise status_error(
                 reply.status,
@@ -345,6 +355,8 @@ class FastTransport:
 
     def _error(self, exc: BaseException, url: str) -> BaseException:
         h1 = self._h1
+        if isinstance(exc, h1.TooLarge):  # asking again would get the same reply
+            return ModelError(f"response from {url}: {exc}", retryable=False, code="too_large")
         if isinstance(exc, h1.Timeout):
             return ModelError(f"request to {url} timed out: {exc}", retryable=True, code="timeout")
         if isinstance(exc, h1.TruncatedBody | h1.ProtocolError):
