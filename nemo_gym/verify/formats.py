@@ -147,8 +147,11 @@ class ParsedDocument:
     error: str | None = None
 
 
-def extract_document(reply: str, fmt: str) -> ParsedDocument:
-    """The document in a reply: a `<|BEGIN_CODE|>` span, a fence, or the whole text."""
+def extract_document(
+    reply: str, fmt: str, limits: DocumentLimits = DEFAULT_LIMITS
+) -> ParsedDocument:
+    """The document in a reply: a `<|BEGIN_CODE|>` span, a fence, or the whole text
+    (each held to `limits`)."""
     fmt = _check_format(fmt)
     candidates = [m.group(1).strip() for m in _BEGIN_END.finditer(reply)]
     blocks = fenced_blocks(reply)
@@ -160,7 +163,7 @@ def extract_document(reply: str, fmt: str) -> ParsedDocument:
         if not candidate:
             continue
         try:
-            value = parse_document(candidate, fmt)
+            value = parse_document(candidate, fmt, limits)
         except LimitExceeded as exc:
             error = limit = str(exc)
             continue
@@ -392,6 +395,8 @@ class DocumentVerifier:
     `format`, `schema` and `paths` default to the task's `metadata["format"]`,
     `metadata["schema"]` (a dict or its JSON text) and `metadata["paths"]`.
     Components: `format` (it parsed), and `valid` (schema) or `paths` (fraction found).
+    `limits` bounds the document (`nemo_gym.limits.DocumentLimits`; over them, the
+    reply holds no document).
     """
 
     def __init__(
@@ -401,8 +406,10 @@ class DocumentVerifier:
         schema: Mapping[str, Any] | None = None,
         paths: Sequence[str] | None = None,
         strict: bool = False,
+        limits: DocumentLimits = DEFAULT_LIMITS,
     ) -> None:
         self.format = _check_format(format) if format else None
+        self.limits = limits
         self.schema, self.paths, self.strict = schema, paths, strict
         self._jsonschema: Any = None
 
@@ -460,7 +467,7 @@ class DocumentVerifier:
         if wanted and calls[0].name != wanted:
             return None, f"called {calls[0].name!r}, not {wanted!r}"
         try:
-            arguments = loads_json(calls[0].arguments or "{}")
+            arguments = loads_json(calls[0].arguments or "{}", self.limits)
         except ValueError as exc:  # not JSON, or over the document limits
             return None, f"the tool arguments are not JSON: {exc}"
         key = task.metadata.get("payload_key")
@@ -483,7 +490,7 @@ class DocumentVerifier:
         fmt = self.format or task.metadata.get("format")
         if not fmt:
             raise VerifierError(f"task {task.id}: no document format (metadata['format'])")
-        parsed = extract_document(response_text(trajectory), str(fmt))
+        parsed = extract_document(response_text(trajectory), str(fmt), self.limits)
         if not parsed.ok:
             return Rewards(
                 reward=0.0,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nemo_gym.errors import ConfigError, VerifierError, require
-from nemo_gym.limits import check_document, loads_json
+from nemo_gym.limits import DEFAULT_LIMITS, DocumentLimits, check_document, loads_json
 from nemo_gym.records import Rewards, Task, ToolCall, Trajectory
 from nemo_gym.verify.common import GoldFn, get_gold, response_text
 from nemo_gym.verify.extract import fenced_blocks
@@ -43,31 +43,32 @@ class ParsedJSON:
     error: str | None = None
 
 
-def _loads(text: str) -> tuple[bool, Any, str | None]:
+def _loads(text: str, limits: DocumentLimits = DEFAULT_LIMITS) -> tuple[bool, Any, str | None]:
     try:
-        return True, loads_json(text), None
+        return True, loads_json(text, limits), None
     except ValueError as exc:  # not JSON, over the limits, int strings past the digit limit
         return False, None, str(exc)
 
 
-def parse_json_reply(text: str) -> ParsedJSON:
-    """The JSON value in a model reply, trying the places models put it."""
+def parse_json_reply(text: str, limits: DocumentLimits = DEFAULT_LIMITS) -> ParsedJSON:
+    """The JSON value in a model reply, trying the places models put it (each value
+    held to `limits`: over them, it is no value)."""
     stripped = text.strip()
     if not stripped:
         return ParsedJSON(False, error="empty reply")
-    ok, value, first_error = _loads(stripped)
+    ok, value, first_error = _loads(stripped, limits)
     if ok:
         return ParsedJSON(True, value, "text")
     blocks = fenced_blocks(text)
     tagged = [b for b in blocks if b.lang in ("json", "jsonc", "json5")]
     for block in reversed(tagged or blocks):
-        ok, value, _ = _loads(block.body)
+        ok, value, _ = _loads(block.body, limits)
         if ok:
             return ParsedJSON(True, value, "fence")
     for opener, closer in (("{", "}"), ("[", "]")):
         start, end = text.find(opener), text.rfind(closer)
         if 0 <= start < end:
-            ok, value, _ = _loads(text[start : end + 1])
+            ok, value, _ = _loads(text[start : end + 1], limits)
             if ok:
                 return ParsedJSON(True, value, "span")
     return ParsedJSON(False, error=f"no JSON value found ({first_error})")

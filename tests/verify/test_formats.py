@@ -208,3 +208,17 @@ async def test_tool_call_arguments_nested_too_deep_are_no_document() -> None:
     )
     result = await DocumentVerifier().verify(task, trajectory)
     assert result.reward == 0.0 and "max_depth" in result.metadata["reason"]
+
+
+async def test_document_limits_can_be_tightened_or_loosened() -> None:
+    from nemo_gym.limits import DocumentLimits
+
+    task = gym.Task(prompt="JSON please", metadata={"format": "json"})
+    deep = '{"a": [[[1]]]}'
+    assert (await gym.testing.verify(DocumentVerifier(), task=task, response=deep)).reward == 1.0
+    tight = DocumentVerifier(limits=DocumentLimits(max_depth=3))
+    result = await gym.testing.verify(tight, task=task, response=deep)
+    assert result.reward == 0.0 and "max_depth" in result.metadata["reason"]
+    from nemo_gym.verify.structured import parse_json_reply
+
+    assert not parse_json_reply('{"a": [[[[1]]]]}', DocumentLimits(max_depth=3)).ok
