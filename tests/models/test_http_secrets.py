@@ -109,3 +109,28 @@ def test_the_fast_transport_is_the_default_only_for_private_endpoints(
     model = OpenAIChat("m", base_url=url, api_key="k")
     assert model.transport == ("fast" if private else "sdk")
     assert OpenAIChat("m", base_url=url, api_key="k", transport="fast").transport == "fast"
+
+
+def test_one_http_options_value_and_the_keyword_forms() -> None:
+    from nemo_gym.errors import ConfigError
+    from nemo_gym.models import HTTPOptions, OpenAICompletions, OpenAIResponses, Timeouts
+    from nemo_gym.models.base import RetryPolicy
+
+    shared = HTTPOptions(stream=True, timeout=30, max_concurrency=4, retry=RetryPolicy(2))
+    url = "http://127.0.0.1:9/v1"
+    for cls in (OpenAIChat, OpenAIResponses, OpenAICompletions):
+        model = cls("m", base_url=url, http=shared, max_concurrency=8)
+        assert model.stream and model.timeouts == Timeouts(total=30)
+        assert model.max_concurrency == 8 and model.retry.max_attempts == 2  # keyword wins
+    claude = Anthropic("c", base_url=url, http=shared)
+    assert claude.stream and claude.http is shared
+    # The keyword form, recorded in the spec as keywords and rebuilt from it.
+    model = build("model", "openai", model="m", base_url=url, stream=True, timeout=12.0)
+    spec = model.to_spec()
+    assert spec.options["stream"] is True and build(spec).timeouts.total == 12.0
+    rebuilt = build(OpenAIChat("m", base_url=url, http=shared).to_spec())
+    assert rebuilt.stream and rebuilt.retry.max_attempts == 2 and rebuilt.max_concurrency == 4
+    with pytest.raises(ConfigError, match="did you mean 'max_concurrency'"):
+        OpenAIChat("m", base_url=url, max_concurency=4)  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match="max_concurrency must be >= 1"):
+        HTTPOptions(max_concurrency=0)
