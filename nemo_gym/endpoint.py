@@ -815,10 +815,16 @@ class _Connection(asyncio.Protocol):
         )
         route, self._answer = self.endpoint.answer_head(head)
         self._routed = route is not None
+        expects = self._headers.get("expect", "").lower() == "100-continue"
         if self._routed:
             self.server.unproven.pop(self, None)
-            if self._headers.get("expect", "").lower() == "100-continue" and self.transport:
+            if expects and self.transport:
                 self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        elif expects and self._answer is not None:
+            # The client waits to be told to send its body: tell it the answer instead.
+            status, headers, payload = self._answer
+            self._write(status, headers, payload, keep_alive=False)
+            raise _Reject(status, "answered already")
 
     def on_body(self, body: bytes) -> None:
         self._size += len(body)

@@ -135,6 +135,11 @@ async def test_nothing_is_buffered_for_a_request_without_a_valid_route() -> None
         # The 401 may be lost to the reset that closing an unread connection sends.
         assert sent < (64 << 20) and set(seen) <= {0}
         assert reader.exception() is not None or reader.at_eof()
+        # One that waits for 100 Continue is told 401 at once instead.
+        waits = _post("/r/not-a-token/v1/chat/completions", b"", "Expect: 100-continue")
+        waits = waits.replace(b"Content-Length: 0", b"Content-Length: 1000")
+        received, took = await _exchange(endpoint, waits)
+        assert received.startswith(b"HTTP/1.1 401") and took < 2
         # A client that sends a small body with a wrong token reads a clean 401.
         small = _post("/r/not-a-token/v1/chat/completions", CHAT)
         received, _ = await _exchange(endpoint, small)
