@@ -104,7 +104,7 @@ class HTTPKwargs(TypedDict, total=False):
     """`HTTPOptions`' fields as keyword arguments of an adapter (`**options`)."""
 
     transport: TransportName | None
-    timeout: float | Timeouts | Mapping[str, Any]
+    timeout: float | Timeouts
     max_connections: int | None
     stream: bool
     max_concurrency: int | None
