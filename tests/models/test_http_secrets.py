@@ -134,3 +134,11 @@ def test_one_http_options_value_and_the_keyword_forms() -> None:
         OpenAIChat("m", base_url=url, max_concurency=4)  # type: ignore[call-arg]
     with pytest.raises(ConfigError, match="max_concurrency must be >= 1"):
         HTTPOptions(max_concurrency=0)
+
+
+def test_the_keyword_form_names_exactly_the_options_fields() -> None:
+    import dataclasses
+
+    from nemo_gym.models.http import HTTPKwargs, HTTPOptions
+
+    assert set(HTTPKwargs.__annotations__) == {f.name for f in dataclasses.fields(HTTPOptions)}
