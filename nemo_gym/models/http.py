@@ -815,6 +815,17 @@ class HTTPAdapter(ModelAdapter):
         return getattr(self._transport, "client", None)
 
     async def _generate(self, request: ModelRequest) -> ModelResponse:
+        if request.base_url is not None and "@" in request.base_url:
+            bare, user, password = split_credentials(request.base_url)
+            if user is not None or password is not None:
+                # They would be recorded with the request; the adapter's base_url is
+                # where credentials go (sent as basic auth, recorded nowhere).
+                raise ModelError(
+                    f"request.base_url {bare} carries credentials; give them in the "
+                    "adapter's base_url instead",
+                    retryable=False,
+                    code="bad_request",
+                )
         body, sent = self.build(request)
         try:
             if self.stream:

@@ -142,3 +142,16 @@ def test_the_keyword_form_names_exactly_the_options_fields() -> None:
     from nemo_gym.models.http import HTTPKwargs, HTTPOptions
 
     assert set(HTTPKwargs.__annotations__) == {f.name for f in dataclasses.fields(HTTPOptions)}
+
+
+async def test_a_per_request_base_url_with_credentials_is_refused_without_echoing_them() -> None:
+    from nemo_gym.errors import ModelError
+    from nemo_gym.records import ModelRequest
+
+    model = OpenAIChat("m", base_url="http://127.0.0.1:9/v1")
+    request = ModelRequest(
+        messages=(gym.Message.user("hi"),), base_url=f"http://u:{SECRET}@127.0.0.1:9/v1"
+    )
+    with pytest.raises(ModelError, match="carries credentials") as caught:
+        await model.generate(request)
+    assert SECRET not in str(caught.value) and not caught.value.retryable
