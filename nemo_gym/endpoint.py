@@ -157,6 +157,8 @@ class _Request:
     headers: dict[str, str]
     body: bytes
     keep_alive: bool
+    # What the headers were found to ask for (`answer_head`), so it is looked up once.
+    target: tuple[Route, Dialect] | None = None
 
 
 class Route:
@@ -467,9 +469,9 @@ class ModelEndpoint:
             rest = rest[3:]
         return self._routes.get(token), rest.rstrip("/") or "/"
 
-    def answer_head(self, request: _Request) -> tuple[Route | None, _Answer | None]:
-        """What the request line and headers alone decide: (the route whose model the
-        body is for, None), or (None, the answer), for which no body is kept."""
+    def answer_head(self, request: _Request) -> tuple[tuple[Route, Dialect] | None, _Answer | None]:
+        """What the request line and headers alone decide: ((the route whose model the
+        body is for, its dialect), None), or (None, the answer): no body is kept then."""
         route, path = self._find(request)
         dialect = _DIALECT_PATHS.get(path)
         if request.method == "GET":
@@ -491,15 +493,17 @@ class ModelEndpoint:
         if request.method != "POST":
             body = dumps(_error_body(dialect, f"{path} takes POST", "invalid_request"))
             return None, (405, {}, body)
-        return route, None
+        return (route, dialect), None
 
     async def handle(self, request: _Request) -> tuple[int, dict[str, str], bytes | list[bytes]]:
         """One HTTP request: (status, headers, body or SSE events)."""
-        route, answer = self.answer_head(request)
-        if answer is not None:
-            return answer
-        assert route is not None
-        dialect = _DIALECT_PATHS[self._find(request)[1]]
+        target = request.target
+        if target is None or target[0].closed:
+            target, answer = self.answer_head(request)
+            if answer is not None:
+                return answer
+            assert target is not None
+        route, dialect = target
         try:
             body = loads(_decoded(request, self.limits.max_body_bytes))
             if log.isEnabledFor(logging.DEBUG):
@@ -676,7 +680,7 @@ class _Connection(asyncio.Protocol):
         self._header_count = 0
         self._body: list[bytes] = []
         self._size = 0
-        self._routed = False
+        self._target: tuple[Route, Dialect] | None = None
         self._answer: _Answer | None = None
 
     # -- asyncio.Protocol
@@ -774,7 +778,7 @@ class _Connection(asyncio.Protocol):
         self._header_count = 0
         self._body = []
         self._size = 0
-        self._routed = False
+        self._target = None
         self._answer = None
         self.in_message = True
         self.head_started = now = self.loop.time()
@@ -813,10 +817,9 @@ class _Connection(asyncio.Protocol):
             body=b"",
             keep_alive=False,
         )
-        route, self._answer = self.endpoint.answer_head(head)
-        self._routed = route is not None
+        self._target, self._answer = self.endpoint.answer_head(head)
         expects = self._headers.get("expect", "").lower() == "100-continue"
-        if self._routed:
+        if self._target is not None:
             self.server.unproven.pop(self, None)
             if expects and self.transport:
                 self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -828,7 +831,7 @@ class _Connection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         self._size += len(body)
-        if not self._routed:
+        if self._target is None:
             # No valid route: nothing of the body is kept, and not much of it is read.
             if self._size > self.limits.max_header_bytes:
                 status, _, payload = self._answer or (400, {}, b"")
@@ -847,6 +850,7 @@ class _Connection(asyncio.Protocol):
             headers=self._headers,
             body=b"".join(self._body),
             keep_alive=self.parser.should_keep_alive(),
+            target=self._target,
         )
         self._body = []
         self.queue.append(request)
