@@ -218,6 +218,8 @@ class SSEDecoder:
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
+        if not chunk:  # (a decompressor's empty output) must not forget a pending CR
+            return []
         if self._after_cr and chunk[:1] == b"\n":
             chunk = chunk[1:]
         self._after_cr = False
