@@ -18,8 +18,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from nemo_gym.collect import json_error
 from nemo_gym.errors import ConfigError, require
+from nemo_gym.limits import TASK_FILE_LIMITS, LimitExceeded, check_document, json_line
 from nemo_gym.records import Task
 
 __all__ = [
@@ -75,11 +75,7 @@ def read_tasks(path: str | os.PathLike[str]) -> Iterator[Task]:
     seen: dict[str, int] = {}
     for number, text in _text_lines(path):
         where = f"{path}:{number}"
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}: not valid JSON ({json_error(text, exc)})") from exc
-        task = _task_of(where, row)
+        task = _task_of(where, json_line(text, where))
         first = seen.setdefault(task.id, number)
         if first != number:
             raise ConfigError(
@@ -111,20 +107,15 @@ def validate_tasks(path: str | os.PathLike[str], *, max_errors: int = 20) -> tup
     for number, text in _text_lines(path):
         where = f"{path}:{number}"
         try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            errors.append(f"{where}: not valid JSON ({json_error(text, exc)})")
+            task = _task_of(where, json_line(text, where))
+        except ConfigError as exc:
+            errors.append(str(exc))
         else:
-            try:
-                task = _task_of(where, row)
-            except ConfigError as exc:
-                errors.append(str(exc))
+            first = seen.setdefault(task.id, number)
+            if first != number:
+                errors.append(f"{where}: field 'id' is {task.id!r}, the id of line {first} too")
             else:
-                first = seen.setdefault(task.id, number)
-                if first != number:
-                    errors.append(f"{where}: field 'id' is {task.id!r}, the id of line {first} too")
-                else:
-                    valid += 1
+                valid += 1
         if len(errors) >= max_errors:
             break
     return valid, errors
@@ -179,13 +170,7 @@ def source_rows(
 def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     for number, text in _text_lines(path):
         where = f"{path}:{number}"
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}: not valid JSON ({json_error(text, exc)})") from exc
-        if not isinstance(row, dict):
-            raise ConfigError(f"{where}: expected a JSON object, got {row!r:.80}")
-        yield where, row
+        yield where, json_line(text, where)
 
 
 def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -193,6 +178,10 @@ def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc})") from exc
+    except RecursionError:
+        raise ConfigError(
+            f"{path}: nested over {TASK_FILE_LIMITS.max_depth} levels deep (max_depth)"
+        ) from None
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
     if not isinstance(data, list):
@@ -200,6 +189,10 @@ def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     for index, row in enumerate(data):
         if not isinstance(row, dict):
             raise ConfigError(f"{path}: item {index} is not an object")
+        try:
+            check_document(row, TASK_FILE_LIMITS)
+        except LimitExceeded as exc:
+            raise ConfigError(f"{path}: item {index}: {exc}") from None
         yield f"{path}: item {index}", row
 
 

@@ -36,6 +36,16 @@ Failures: a request the wire module cannot read answers 400 and a model error 50
 also kept on the route (`route.failure`, `route.failed`), so the harness ends the
 rollout with that failure instead of letting the agent carry on without its model.
 
+Hostile clients: whatever runs the agent (the policy's own code, in a CLI agent) may
+talk to the endpoint. Every request is held to `EndpointLimits`: the request line and
+headers, the body after decompression, the time to send headers and the idle time
+between bytes, the connections open, the requests queued on one connection. A request
+without a valid route token is never buffered: its body is discarded (and its
+connection closed past `max_header_bytes` of it). When the connection cap is reached,
+the oldest connection that has not presented a valid token makes room, so a flood of
+unauthenticated connections cannot lock a rollout out. Reading pauses while answers are
+not being read, so pipelined requests cannot grow the server's memory.
+
 The server runs in the event loop that first opens a route (or, with `thread=True`, in
 a thread of its own whose loop does the HTTP work while each model call runs in the
 loop of the route that asked for it). It is created lazily and `aclose()` stops it; the
@@ -47,6 +57,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import itertools
 import logging
 import secrets
@@ -64,7 +75,7 @@ from nemo_gym.records import Message, ModelRequest, ModelResponse, replace
 from nemo_gym.wire import anthropic, openai_chat, openai_responses
 from nemo_gym.wire.common import ServerRequest, WireError, dumps, loads
 
-__all__ = ["Dialect", "ModelEndpoint", "Route"]
+__all__ = ["Dialect", "EndpointLimits", "ModelEndpoint", "Route"]
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +88,10 @@ _REASONS = {
     401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
+    408: "Request Timeout",
     413: "Payload Too Large",
     415: "Unsupported Media Type",
+    431: "Request Header Fields Too Large",
     500: "Internal Server Error",
 }
 _KEPT_HEADERS = frozenset(
@@ -90,12 +103,51 @@ _DIALECT_PATHS: dict[str, Dialect] = {
     "/messages": "messages",
 }
 _ROUTE_PREFIX = "/r/"
+_Answer = tuple[int, dict[str, str], bytes]
 
 
 def _error_body(dialect: Dialect | None, message: str, kind: str) -> dict[str, Any]:
     if dialect == "messages":
         return anthropic.error_body(message, type=kind)
     return openai_chat.error_body(message, type=kind)
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointLimits:
+    """What one client of a `ModelEndpoint` may cost.
+
+    Args:
+        max_header_bytes: the request line and headers together (431 past it); also
+            the most body a request without a valid route may send (discarded) before
+            its connection is closed.
+        max_headers: header fields in one request (431 past it).
+        max_body_bytes: a request body, after gzip/deflate decompression (413 past it).
+        max_connections: connections open at once; at the cap, the oldest connection
+            that has not presented a valid route token is closed to make room, and a
+            new one is refused only when every open one has.
+        header_timeout_s: from a request's first byte to the end of its headers (408).
+        idle_timeout_s: the longest silence from a client while its request is
+            incomplete, while its connection waits for the next request, or while it
+            does not read its answers.
+        max_pipelined: requests read ahead on one connection; reading pauses there
+            (and while the client is not reading its answers) until they are answered.
+    """
+
+    max_header_bytes: int = 64 << 10
+    max_headers: int = 100
+    max_body_bytes: int = 64 << 20
+    max_connections: int = 1024
+    header_timeout_s: float = 10.0
+    idle_timeout_s: float = 60.0
+    max_pipelined: int = 8
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigError(
+                    f"EndpointLimits.{field.name} must be a positive number, got {value!r}"
+                )
 
 
 @dataclass(slots=True)
@@ -105,6 +157,8 @@ class _Request:
     headers: dict[str, str]
     body: bytes
     keep_alive: bool
+    # What the headers were found to ask for (`answer_head`), so it is looked up once.
+    target: tuple[Route, Dialect] | None = None
 
 
 class Route:
@@ -197,7 +251,34 @@ class _Server:
         self.loop = loop
         self.server = server
         self.connections: set[_Connection] = set()
+        # Connections that have not yet shown a valid route token, oldest first: the
+        # ones closed to make room at the connection cap.
+        self.unproven: dict[_Connection, None] = {}
+        self.evicted = 0
         self.port: int = server.sockets[0].getsockname()[1]
+
+    def admit(self, connection: _Connection, cap: int) -> bool:
+        """Count a new connection in; False when it was refused (every other is proven)."""
+        self.connections.add(connection)
+        self.unproven[connection] = None
+        if len(self.connections) <= cap:
+            return True
+        victim = next(iter(self.unproven))
+        self.evicted += 1
+        if self.evicted in (1, 10, 100) or self.evicted % 1000 == 0:  # a flood: log, not flood
+            log.warning(
+                "endpoint: %d connections open (max_connections); closed the oldest "
+                "unauthenticated one (%d so far)",
+                cap,
+                self.evicted,
+            )
+        self.drop(victim)
+        victim.abort()
+        return victim is not connection
+
+    def drop(self, connection: _Connection) -> None:
+        self.connections.discard(connection)
+        self.unproven.pop(connection, None)
 
 
 class ModelEndpoint:
@@ -210,7 +291,8 @@ class ModelEndpoint:
         port: 0 picks a free port.
         thread: run the HTTP server in a thread of its own instead of the caller's loop
             (model calls still run in the loop of the route that asked for them).
-        max_body_bytes: larger request bodies answer 413.
+        limits: what one client may cost (`EndpointLimits`: sizes, timeouts,
+            connections; see docs/reliability.md).
 
     See the module docstring for paths, tokens, streaming and failures.
     """
@@ -222,7 +304,7 @@ class ModelEndpoint:
         host: str = "127.0.0.1",
         port: int = 0,
         thread: bool = False,
-        max_body_bytes: int = 64 << 20,
+        limits: EndpointLimits | None = None,
     ) -> None:
         if not (host.startswith("127.") or host in ("localhost", "::1")):
             raise ConfigError(f"ModelEndpoint serves loopback addresses only, not {host!r}")
@@ -230,7 +312,7 @@ class ModelEndpoint:
         self.host = host
         self.port = port
         self.thread = thread
-        self.max_body_bytes = max_body_bytes
+        self.limits = limits or EndpointLimits()
         self._routes: dict[str, Route] = {}
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -387,31 +469,50 @@ class ModelEndpoint:
             rest = rest[3:]
         return self._routes.get(token), rest.rstrip("/") or "/"
 
-    async def handle(self, request: _Request) -> tuple[int, dict[str, str], bytes | list[bytes]]:
-        """One HTTP request: (status, headers, body or SSE events)."""
+    def answer_head(self, request: _Request) -> tuple[tuple[Route, Dialect] | None, _Answer | None]:
+        """What the request line and headers alone decide: ((the route whose model the
+        body is for, its dialect), None), or (None, the answer): no body is kept then."""
         route, path = self._find(request)
         dialect = _DIALECT_PATHS.get(path)
         if request.method == "GET":
             if path == "/models":
-                return 200, {}, dumps(self._models_body("anthropic-version" in request.headers))
+                body = dumps(self._models_body("anthropic-version" in request.headers))
+                return None, (200, {}, body)
             if path == "/":
-                return 200, {}, dumps({"status": "ok"})
+                return None, (200, {}, dumps({"status": "ok"}))
         if route is None or route.closed:
             if path in _DIALECT_PATHS or path == "/messages/count_tokens":
                 message = "unknown route token (the rollout it belonged to has ended?)"
-                return 401, {}, dumps(_error_body(dialect, message, "authentication_error"))
-            return 404, {}, dumps(_error_body(None, f"no such path: {request.path}", "not_found"))
+                body = dumps(_error_body(dialect, message, "authentication_error"))
+                return None, (401, {}, body)
+            message = f"no such path: {request.path[:200]}"
+            return None, (404, {}, dumps(_error_body(None, message, "not_found")))
         if dialect is None:
-            message = f"this endpoint serves {', '.join(_DIALECT_PATHS)}; not {path}"
-            return 404, {}, dumps(_error_body(None, message, "not_found"))
+            message = f"this endpoint serves {', '.join(_DIALECT_PATHS)}; not {path[:200]}"
+            return None, (404, {}, dumps(_error_body(None, message, "not_found")))
         if request.method != "POST":
-            return 405, {}, dumps(_error_body(dialect, f"{path} takes POST", "invalid_request"))
+            body = dumps(_error_body(dialect, f"{path} takes POST", "invalid_request"))
+            return None, (405, {}, body)
+        return (route, dialect), None
+
+    async def handle(self, request: _Request) -> tuple[int, dict[str, str], bytes | list[bytes]]:
+        """One HTTP request: (status, headers, body or SSE events)."""
+        target = request.target
+        if target is None or target[0].closed:
+            target, answer = self.answer_head(request)
+            if answer is not None:
+                return answer
+            assert target is not None
+        route, dialect = target
         try:
-            body = loads(_decoded(request))
+            body = loads(_decoded(request, self.limits.max_body_bytes))
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s request on %s: %s", dialect, route, dumps(body))
             served = _PARSE[dialect](body)
             model_request = self._model_request(route, dialect, served)
+        except _TooLarge as exc:
+            route.fail(HarnessError(f"the agent sent a {dialect} request {exc}", code="too_large"))
+            return 413, {}, dumps(_error_body(dialect, str(exc), "invalid_request_error"))
         except WireError as exc:
             error = HarnessError(
                 f"the agent sent a {dialect} request the endpoint cannot read: {exc}",
@@ -511,18 +612,28 @@ _PARSE: dict[Dialect, Callable[[Any], ServerRequest]] = {
 }
 
 
-def _decoded(request: _Request) -> bytes:
+class _TooLarge(WireError):
+    """A body over `max_body_bytes` once decompressed."""
+
+
+def _decoded(request: _Request, limit: int) -> bytes:
     encoding = request.headers.get("content-encoding", "").strip().lower()
     if not encoding or encoding == "identity":
         return request.body
+    if encoding in ("gzip", "x-gzip"):
+        decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif encoding == "deflate":
+        decoder = zlib.decompressobj()
+    else:
+        raise WireError(f"unsupported content-encoding {encoding!r}")
     try:
-        if encoding == "gzip":
-            return zlib.decompress(request.body, 16 + zlib.MAX_WBITS)
-        if encoding == "deflate":
-            return zlib.decompress(request.body)
+        # max_length: a 2 MB gzip bomb stops at the limit instead of costing 4 GB.
+        data = decoder.decompress(request.body, limit + 1)
     except zlib.error as exc:
         raise WireError(f"request body is not valid {encoding}: {exc}") from None
-    raise WireError(f"unsupported content-encoding {encoding!r}")
+    if len(data) > limit or decoder.unconsumed_tail:
+        raise _TooLarge(f"body is over {limit} bytes once decompressed (max_body_bytes)")
+    return data
 
 
 def _head(status: int, headers: dict[str, str]) -> bytes:
@@ -531,92 +642,220 @@ def _head(status: int, headers: dict[str, str]) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+class _Reject(Exception):
+    """Raised from a parser callback: answer `status` and close the connection."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class _Connection(asyncio.Protocol):
-    """One client connection: httptools parses, requests are answered one at a time."""
+    """One client connection: httptools parses, requests are answered one at a time.
+
+    Limits (`EndpointLimits`) are checked as bytes arrive; one timer per connection,
+    re-armed only when it fires, enforces the header and idle timeouts.
+    """
 
     def __init__(self, endpoint: ModelEndpoint, server: _Server) -> None:
         import httptools
 
         self.endpoint = endpoint
+        self.limits = endpoint.limits
         self.server = server
+        self.loop = server.loop
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.queue: collections.deque[_Request] = collections.deque()
         self.task: asyncio.Task[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.last_activity = self.loop.time()
+        self.head_started: float | None = None
+        self.in_message = False
+        self.reading = True
+        self.writable: asyncio.Future[None] | None = None
         self._url = b""
         self._headers: dict[str, str] = {}
+        self._head_bytes = 0
+        self._header_count = 0
         self._body: list[bytes] = []
         self._size = 0
-        self._too_big = False
+        self._target: tuple[Route, Dialect] | None = None
+        self._answer: _Answer | None = None
 
     # -- asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.server.connections.add(self)
+        if not self.server.admit(self, self.limits.max_connections):
+            return
+        self.timer = self.loop.call_at(self.last_activity + self.limits.idle_timeout_s, self._tick)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.server.connections.discard(self)
+        self.server.drop(self)
         self.transport = None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.writable is not None and not self.writable.done():
+            self.writable.set_result(None)
         if self.task is not None and not self.task.done():
             self.task.cancel()
+
+    def pause_writing(self) -> None:
+        # The client is not reading its answers: stop reading its requests too.
+        if self.writable is None or self.writable.done():
+            self.writable = self.loop.create_future()
+        self.last_activity = self.loop.time()
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.writable is not None and not self.writable.done():
+            self.writable.set_result(None)
+        self.writable = None
+        if len(self.queue) < self.limits.max_pipelined:
+            self._resume_reading()
 
     def data_received(self, data: bytes) -> None:
         import httptools
 
+        self.last_activity = self.loop.time()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._write_error(400, "upgrades are not served")
         except httptools.HttpParserError as exc:
-            self._write_error(400, f"malformed HTTP request: {exc}")
+            reject = exc.__context__
+            if isinstance(reject, _Reject):
+                self._write_error(reject.status, str(reject))
+            else:
+                self._write_error(400, f"malformed HTTP request: {exc}")
 
     def abort(self) -> None:
         if self.transport is not None:
             self.transport.abort()
+
+    def _pause_reading(self) -> None:
+        if self.reading and self.transport is not None and not self.transport.is_closing():
+            self.reading = False
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if not self.reading and self.transport is not None and not self.transport.is_closing():
+            self.reading = True
+            self.last_activity = self.loop.time()
+            self.transport.resume_reading()
+
+    def _tick(self) -> None:
+        self.timer = None
+        if self.transport is None:
+            return
+        limits = self.limits
+        now = self.loop.time()
+        unread = self.writable is not None and not self.writable.done()
+        if not unread and ((self.task is not None and not self.in_message) or not self.reading):
+            # Answering (a model call may take minutes): nothing is asked of the client
+            # meanwhile. A client that does not read its answers gets the idle timeout.
+            self.timer = self.loop.call_at(now + limits.idle_timeout_s, self._tick)
+            return
+        if self.head_started is not None and now >= self.head_started + limits.header_timeout_s:
+            self._write_error(408, f"request headers not complete in {limits.header_timeout_s:g} s")
+            return
+        if now >= self.last_activity + limits.idle_timeout_s:
+            self.transport.close()
+            return
+        deadline = self.last_activity + limits.idle_timeout_s
+        if self.head_started is not None:
+            deadline = min(deadline, self.head_started + limits.header_timeout_s)
+        self.timer = self.loop.call_at(deadline, self._tick)
 
     # -- httptools callbacks
 
     def on_message_begin(self) -> None:
         self._url = b""
         self._headers = {}
+        self._head_bytes = 0
+        self._header_count = 0
         self._body = []
         self._size = 0
-        self._too_big = False
+        self._target = None
+        self._answer = None
+        self.in_message = True
+        self.head_started = now = self.loop.time()
+        deadline = now + min(self.limits.header_timeout_s, self.limits.idle_timeout_s)
+        if self.timer is None or self.timer.when() > deadline:
+            # The header deadline is sooner than the idle one the timer is set for.
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = self.loop.call_at(deadline, self._tick)
+
+    def _count_head(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > self.limits.max_header_bytes:
+            limit = self.limits.max_header_bytes
+            raise _Reject(431, f"request line and headers over {limit} bytes")
 
     def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
         self._url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value) + 4)
+        self._header_count += 1
+        if self._header_count > self.limits.max_headers:
+            raise _Reject(431, f"over {self.limits.max_headers} header fields")
         key = name.lower()
         if key in _KEPT_HEADERS:
             self._headers[key.decode("latin-1")] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
-        if self._headers.get("expect", "").lower() == "100-continue" and self.transport:
-            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        self.head_started = None
+        head = _Request(
+            method=self.parser.get_method().decode("latin-1"),
+            path=self._url.decode("latin-1"),
+            headers=self._headers,
+            body=b"",
+            keep_alive=False,
+        )
+        self._target, self._answer = self.endpoint.answer_head(head)
+        expects = self._headers.get("expect", "").lower() == "100-continue"
+        if self._target is not None:
+            self.server.unproven.pop(self, None)
+            if expects and self.transport:
+                self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        elif expects and self._answer is not None:
+            # The client waits to be told to send its body: tell it the answer instead.
+            status, headers, payload = self._answer
+            self._write(status, headers, payload, keep_alive=False)
+            raise _Reject(status, "answered already")
 
     def on_body(self, body: bytes) -> None:
         self._size += len(body)
-        if self._size > self.endpoint.max_body_bytes:
-            self._too_big = True
-            self._body = []
-        elif not self._too_big:
-            self._body.append(body)
+        if self._target is None:
+            # No valid route: nothing of the body is kept, and not much of it is read.
+            if self._size > self.limits.max_header_bytes:
+                status, _, payload = self._answer or (400, {}, b"")
+                self._write(status, {}, payload, keep_alive=False)
+                raise _Reject(status, "answered already")
+            return
+        if self._size > self.limits.max_body_bytes:
+            raise _Reject(413, f"request body over {self.limits.max_body_bytes} bytes")
+        self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self.in_message = False
         request = _Request(
             method=self.parser.get_method().decode("latin-1"),
             path=self._url.decode("latin-1"),
             headers=self._headers,
             body=b"".join(self._body),
             keep_alive=self.parser.should_keep_alive(),
+            target=self._target,
         )
-        if self._too_big:
-            limit = self.endpoint.max_body_bytes
-            self._write_error(413, f"request body over {limit} bytes")
-            return
+        self._body = []
         self.queue.append(request)
+        if len(self.queue) >= self.limits.max_pipelined:
+            self._pause_reading()
         if self.task is None:
             self.task = asyncio.ensure_future(self._serve())
 
@@ -633,8 +872,13 @@ class _Connection(asyncio.Protocol):
                     status, headers = 500, {}
                     body = dumps(openai_chat.error_body(f"{type(exc).__name__}: {exc}"))
                 self._write(status, headers, body, request.keep_alive)
+                if self.writable is not None:
+                    await self.writable  # the client reads its answers, or the connection ends
+                if len(self.queue) < self.limits.max_pipelined:
+                    self._resume_reading()
         finally:
             self.task = None
+            self.last_activity = self.loop.time()
 
     def _write(
         self, status: int, headers: dict[str, str], body: bytes | list[bytes], keep_alive: bool

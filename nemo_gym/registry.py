@@ -43,6 +43,7 @@ from typing import Any, ClassVar, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_gym.errors import ConfigError
+from nemo_gym.urls import without_credentials
 
 __all__ = [
     "ENTRY_POINT_GROUPS",
@@ -618,7 +619,9 @@ def jsonable_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float | str):
+    if isinstance(value, str):
+        return without_credentials(value)  # a URL's user:password is never recorded
+    if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, PurePath):
         return str(value)

@@ -158,3 +158,40 @@ def test_prepare_reads_parquet_and_json(tmp_path: Path) -> None:
     done = prepare(tmp_path / "data.json", tmp_path / "j.jsonl")
     assert (done.rows, done.prompt, done.answer) == (1, "input", "target")
     assert [t.answer for t in read_tasks(tmp_path / "p.jsonl")] == ["1", "2"]
+
+
+@pytest.mark.parametrize("depth", [200_000, 5_000, 201])
+def test_deeply_nested_json_in_a_task_file_names_file_and_line(tmp_path: Path, depth: int) -> None:
+    # A hostile task file: before, `[`*200000 was a RecursionError traceback, and a
+    # nesting the json module accepted reached pydantic and every later writer.
+    path = tmp_path / "tasks.jsonl"
+    deep = "[" * depth + "]" * depth
+    path.write_text(
+        json.dumps({"id": "a", "prompt": "ok"}) + "\n" + f'{{"id": "b", "prompt": "x", '
+        f'"metadata": {{"deep": {deep}}}}}\n'
+    )
+    with pytest.raises(ConfigError, match=r"tasks\.jsonl:2: .*nested over 200 levels"):
+        list(read_tasks(path))
+    valid, errors = validate_tasks(path)
+    assert valid == 1 and len(errors) == 1 and "tasks.jsonl:2:" in errors[0]
+    source = tmp_path / "source.jsonl"
+    source.write_text(path.read_text())
+    with pytest.raises(ConfigError, match=r"source\.jsonl:2: .*nested over 200 levels"):
+        prepare(source, tmp_path / "out.jsonl")
+
+
+def test_deeply_nested_json_file_and_field_are_refused_clearly(tmp_path: Path) -> None:
+    from nemo_gym.envs.rows import Row
+
+    deep = "[" * 100_000 + "]" * 100_000
+    whole = tmp_path / "rows.json"
+    whole.write_text(f'[{{"question": "q", "answer": {deep}}}]')
+    with pytest.raises(ConfigError, match=r"rows\.json: nested over 200 levels"):
+        prepare(whole, tmp_path / "out.jsonl")
+    shallow_enough_for_json = "[" * 500 + "]" * 500
+    whole.write_text(f'[{{"question": "q", "answer": {shallow_enough_for_json}}}]')
+    with pytest.raises(ConfigError, match=r"rows\.json: item 0: .*nested over 200"):
+        prepare(whole, tmp_path / "out.jsonl")
+    row = Row({"tests": deep}, "rows.jsonl:7", 0)
+    with pytest.raises(ConfigError, match=r"rows\.jsonl:7: field 'tests' is not valid JSON"):
+        row.json("tests")

@@ -18,7 +18,6 @@ shipped sample by default, the benchmark's own data given `path=` or `dataset=`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -27,6 +26,7 @@ from typing import Any, ClassVar
 
 from nemo_gym.envs.base import Env
 from nemo_gym.errors import ConfigError
+from nemo_gym.limits import TASK_FILE_LIMITS, loads_json
 from nemo_gym.protocols import Harness, Verifier, VerifyFunction
 from nemo_gym.records import Task
 
@@ -69,9 +69,9 @@ class Row:
         value = self.require(key)
         if isinstance(value, str):
             try:
-                return json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise self.bad(key, f"is not valid JSON: {exc}") from exc
+                return loads_json(value, TASK_FILE_LIMITS)
+            except ValueError as exc:  # not JSON, or over the limits (nested too deep)
+                raise self.bad(key, f"is not valid JSON: {exc}") from None
         return value
 
     def bad(self, key: str, problem: str) -> ConfigError:

@@ -9,7 +9,7 @@ from nemo_gym.models.base import ModelAdapter, RetryPolicy
 
 if TYPE_CHECKING:
     from nemo_gym.models.anthropic import Anthropic
-    from nemo_gym.models.http import Timeouts
+    from nemo_gym.models.http import HTTPOptions, Timeouts
     from nemo_gym.models.local import Local
     from nemo_gym.models.openai import OpenAIChat, OpenAICompletions, OpenAIResponses
     from nemo_gym.models.policy import LivePolicy
@@ -26,11 +26,13 @@ _LAZY = {
     "ScriptedModel": "nemo_gym.models.scripted",
     "VLLM": "nemo_gym.models.vllm",
     "Timeouts": "nemo_gym.models.http",
+    "HTTPOptions": "nemo_gym.models.http",
 }
 
 __all__ = [
     "VLLM",
     "Anthropic",
+    "HTTPOptions",
     "LivePolicy",
     "Local",
     "ModelAdapter",

@@ -12,20 +12,22 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nemo_gym.errors import ConfigError
-from nemo_gym.models.base import RetryPolicy
 from nemo_gym.models.http import (
-    DEFAULT_TIMEOUT_S,
     HTTPAdapter,
+    HTTPKwargs,
+    HTTPOptions,
     StreamParser,
-    Timeouts,
     TransportName,
 )
 from nemo_gym.records import ModelRequest, ModelResponse, Sampling
 from nemo_gym.wire import anthropic as wire
 from nemo_gym.wire.anthropic import DEFAULT_MAX_TOKENS
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["DEFAULT_MAX_TOKENS", "Anthropic"]
 
@@ -43,9 +45,8 @@ class Anthropic(HTTPAdapter):
             through (the sdk transport); never closed by the adapter.
         max_tokens: used when the request sets none (the API requires a value).
         thinking_budget: enables extended thinking with this many budget tokens.
-        transport, timeout, max_connections, headers, stream, max_concurrency, retry,
-            default_sampling, extra_body: as for `OpenAIChat`; `Sampling.extra` (e.g.
-            `{"top_k": 40}`) goes in the body.
+        headers, http, **options: as for `OpenAIChat` (`HTTPOptions`);
+            `Sampling.extra` (e.g. `{"top_k": 40}`) goes in the body.
     """
 
     sdk_name = "anthropic"
@@ -63,15 +64,9 @@ class Anthropic(HTTPAdapter):
         client: Any = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         thinking_budget: int | None = None,
-        transport: TransportName | None = None,
-        timeout: float | Timeouts = DEFAULT_TIMEOUT_S,
-        max_connections: int | None = None,
         headers: dict[str, str] | None = None,
-        stream: bool = False,
-        max_concurrency: int | None = None,
-        retry: RetryPolicy | None = None,
-        default_sampling: Sampling | None = None,
-        extra_body: dict[str, Any] | None = None,
+        http: HTTPOptions | None = None,
+        **options: Unpack[HTTPKwargs],
     ) -> None:
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
@@ -82,15 +77,8 @@ class Anthropic(HTTPAdapter):
             base_url=base_url,
             api_key=api_key,
             client=client,
-            transport=transport,
-            timeout=timeout,
-            max_connections=max_connections,
             headers=headers,
-            stream=stream,
-            max_concurrency=max_concurrency,
-            retry=retry,
-            default_sampling=default_sampling,
-            extra_body=extra_body,
+            http=HTTPOptions.of(http, options),
         )
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget

@@ -23,6 +23,10 @@ from nemo_gym.registry import Described
 
 log = logging.getLogger(__name__)
 
+# Seeded from the OS, never from `random`: trainers seed the global RNG identically on
+# every rank, which would make every rank retry in lockstep (and shift their draws).
+_JITTER = random.Random()
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
@@ -39,7 +43,7 @@ class RetryPolicy:
     def backoff(self, attempt: int) -> float:
         """Seconds to sleep after failed attempt number `attempt` (1-based)."""
         ceiling = min(self.max_backoff_s, self.initial_backoff_s * 2 ** (attempt - 1))
-        return random.uniform(0.0, ceiling)
+        return _JITTER.uniform(0.0, ceiling)
 
     def delay(self, attempt: int, retry_after_s: float | None) -> float:
         """The sleep before the next attempt: the server's wish (bounded), else backoff."""

@@ -15,18 +15,24 @@ See docs/models-http.md for the measurements.
 
 Per call: one future and one timer; a free connection is taken from a LIFO stack and a
 waiter (when the pool is full) from a FIFO queue, both O(1). Nothing is scanned.
+
+A server is not trusted: the status line and headers are bounded (`max_header_bytes`,
+`max_headers`), and so is the body after gzip/deflate (`max_body_bytes`, streamed or
+not). Header names and values with CR, LF or NUL are refused before anything is sent,
+and the request target is percent-encoded, so nothing can be smuggled into a request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import re
 import ssl as ssl_module
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httptools
 
@@ -39,8 +45,16 @@ __all__ = [
     "ProtocolError",
     "Response",
     "Timeout",
+    "TooLarge",
     "TruncatedBody",
 ]
+
+MAX_HEADER_BYTES = 64 << 10
+"""Default bound on a response's status line and headers together."""
+MAX_HEADERS = 100
+"""Default bound on a response's header fields."""
+MAX_BODY_BYTES = 256 << 20
+"""Default bound on a response body after decompression (streamed bodies too)."""
 
 # The only response headers anything downstream reads; the rest are not kept.
 _KEPT = frozenset(
@@ -72,6 +86,10 @@ class ProtocolError(H1Error):
     """The server's bytes are not a valid HTTP/1.1 response."""
 
 
+class TooLarge(ProtocolError):
+    """The response's headers or (decompressed) body are over the client's limits."""
+
+
 class Timeout(H1Error):
     """A timeout expired; `phase` is "connect", "read" or "total"."""
 
@@ -100,21 +118,50 @@ class Endpoint:
     head: bytes = field(repr=False)
 
     @classmethod
-    def parse(cls, url: str, headers: dict[str, str]) -> Endpoint:
+    def parse(cls, url: str, headers: Mapping[str, str]) -> Endpoint:
+        """`url` prepared for POSTs; `ValueError` for a URL or header that could smuggle
+        bytes into the request (CR, LF or NUL in a header; a name that is no token)."""
+        check_headers(headers)
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
         default_port = port == (443 if parts.scheme == "https" else 80)
         host = parts.hostname
+        if not _HOST.fullmatch(host):
+            host = host.encode("idna").decode("ascii")  # a name in Unicode; ValueError if bad
         host_header = f"[{host}]" if ":" in host else host
         if not default_port:
             host_header += f":{port}"
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        # Percent-encoded: a space or a CR/LF in the URL stays inside the target.
+        target = quote(parts.path or "/", safe=_PATH_SAFE) + (
+            f"?{quote(parts.query, safe=_QUERY_SAFE)}" if parts.query else ""
+        )
         lines = [f"POST {target} HTTP/1.1", f"Host: {host_header}"]
         lines.extend(f"{name}: {value}" for name, value in headers.items())
         head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
         return cls(url=url, scheme=parts.scheme, host=host, port=port, head=head)
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE = re.compile(r"[\r\n\x00]")
+_HOST = re.compile(r"[A-Za-z0-9.\-:\[\]]+")
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+_QUERY_SAFE = "/%:@!$&'()*+,;=-._~?"
+
+
+def check_headers(headers: Mapping[str, str]) -> None:
+    """`ValueError` naming the header when a name is not an HTTP token or a value holds
+    CR, LF or NUL (what would let a value end the header block and start a request)."""
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+            raise ValueError(f"header name {name!r} is not an HTTP token")
+        if not isinstance(value, str) or _BAD_VALUE.search(value):
+            raise ValueError(f"header {name!r}: the value holds CR, LF or NUL (or is not text)")
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise ValueError(f"header {name!r}: the value is not Latin-1 text") from None
 
 
 class _Connection(asyncio.Protocol):
@@ -142,6 +189,9 @@ class _Connection(asyncio.Protocol):
         self.complete = False
         self.keep_alive = False
         self.decoder: Any = None
+        self.head_bytes = 0
+        self.header_count = 0
+        self.body_bytes = 0
         self.timer: asyncio.TimerHandle | None = None
         self.deadline = 0.0
         self.last_activity = 0.0
@@ -163,7 +213,11 @@ class _Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(ProtocolError(f"malformed HTTP response: {exc}"))
+            cause = exc.__context__
+            if isinstance(cause, TooLarge):
+                self._fail(cause)
+            else:
+                self._fail(ProtocolError(f"malformed HTTP response: {exc}"))
         except Exception as exc:
             self._fail(exc)
 
@@ -173,7 +227,10 @@ class _Connection(asyncio.Protocol):
         if self.future is None or self.future.done():
             return
         if self.headers_done and not self.framed:
-            self.on_message_complete()  # a body delimited by the close
+            try:
+                self.on_message_complete()  # a body delimited by the close
+            except TooLarge as error:
+                self._fail(error)
         elif self.got_bytes:
             self._fail(TruncatedBody("connection closed in the middle of the response"))
         else:
@@ -184,7 +241,20 @@ class _Connection(asyncio.Protocol):
 
     # ---- httptools callbacks
 
+    def on_status(self, status: bytes) -> None:
+        self._count_head(len(status))
+
+    def _count_head(self, size: int) -> None:
+        self.head_bytes += size
+        if self.head_bytes > self.pool.client.max_header_bytes:
+            limit = self.pool.client.max_header_bytes
+            raise TooLarge(f"response status line and headers over {limit} bytes")
+
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value) + 4)
+        self.header_count += 1
+        if self.header_count > self.pool.client.max_headers:
+            raise TooLarge(f"response has over {self.pool.client.max_headers} header fields")
         name = name.lower()
         if name in _KEPT:
             self.headers[name.decode()] = value.decode("latin-1")
@@ -195,6 +265,7 @@ class _Connection(asyncio.Protocol):
         self.status = self.parser.get_status_code()
         if 100 <= self.status < 200:  # an interim response (100 Continue): wait for the real one
             self.headers = {}
+            self.head_bytes = self.header_count = 0
             return
         self.headers_done = True
         if "content-length" in self.headers or self.status in (204, 304):
@@ -212,8 +283,15 @@ class _Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         if not self.headers_done:
             return
+        limit = self.pool.client.max_body_bytes
         if self.decoder is not None:
-            body = self.decoder.decompress(body)
+            # max_length: a small gzip bomb stops at the limit instead of inflating whole.
+            body = self.decoder.decompress(body, limit - self.body_bytes + 1)
+            if self.decoder.unconsumed_tail:
+                raise TooLarge(f"response body over {limit} bytes once decompressed")
+        self.body_bytes += len(body)
+        if self.body_bytes > limit:
+            raise TooLarge(f"response body over {limit} bytes")
         if self.on_chunk is None:
             self.chunks.append(body)
             return
@@ -320,13 +398,22 @@ class _Pool:
             try:
                 async with asyncio.timeout_at(deadline):
                     handed = await waiter
-            except TimeoutError:
-                raise Timeout(
-                    "no free connection within the total timeout", phase="total"
-                ) from None
-            finally:
+            except BaseException as exc:
                 if not waiter.done():
                     waiter.cancel()
+                elif not waiter.cancelled():
+                    # Handed a connection (or a turn to open one) but cancelled, or timed
+                    # out, before resuming: pass it on, or it is lost to the pool.
+                    given = waiter.result()
+                    if given is not None:
+                        self.release(given)
+                    else:
+                        self._wake()
+                if isinstance(exc, TimeoutError):
+                    raise Timeout(
+                        "no free connection within the total timeout", phase="total"
+                    ) from None
+                raise
             if handed is not None:
                 return handed
         return await self._connect(deadline)
@@ -402,6 +489,8 @@ class Client:
         max_connections: per host and port; further requests wait for a free one.
         keepalive_s: idle connections older than this are not reused.
         ssl_context: for https (default: the system's trusted certificates).
+        max_header_bytes, max_headers: bounds on a response's status line and headers.
+        max_body_bytes: bound on a response body after decompression (`TooLarge`).
     """
 
     def __init__(
@@ -414,8 +503,14 @@ class Client:
         max_connections: int,
         keepalive_s: float,
         ssl_context: ssl_module.SSLContext | None = None,
+        max_header_bytes: int = MAX_HEADER_BYTES,
+        max_headers: int = MAX_HEADERS,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
+        check_headers(headers)
         self.headers = dict(headers)
+        self.max_header_bytes, self.max_headers = max_header_bytes, max_headers
+        self.max_body_bytes = max_body_bytes
         self.connect_s, self.read_s, self.total_s = connect_s, read_s, total_s
         self.max_connections = max_connections
         self.keepalive_s = keepalive_s

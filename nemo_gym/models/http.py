@@ -28,18 +28,21 @@ An SDK client the caller passed in (`client=`) is never closed by the adapter.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import difflib
 import logging
 import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypedDict, TypeVar
 
 from nemo_gym.errors import ConfigError, ModelError, require
 from nemo_gym.models.base import ModelAdapter, RetryPolicy
 from nemo_gym.records import ModelRequest, ModelResponse, Sampling, replace
 from nemo_gym.registry import Spec
+from nemo_gym.urls import basic_auth, split_credentials, without_credentials
 from nemo_gym.wire.common import SSEDecoder, WireError, dumps, error_message, loads, retry_after_s
 
 log = logging.getLogger(__name__)
@@ -95,6 +98,94 @@ def as_timeouts(value: float | Timeouts | Mapping[str, Any] | None) -> Timeouts:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"timeout must be seconds or Timeouts, got {value!r}")
     return Timeouts(total=float(value))
+
+
+class HTTPKwargs(TypedDict, total=False):
+    """`HTTPOptions`' fields as keyword arguments of an adapter (`**options`)."""
+
+    transport: TransportName | None
+    timeout: float | Timeouts
+    max_connections: int | None
+    stream: bool
+    max_concurrency: int | None
+    retry: RetryPolicy | None
+    default_sampling: Sampling | None
+    extra_body: Mapping[str, Any] | None
+    max_response_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HTTPOptions:
+    """How an HTTP adapter talks to its server: the options every HTTP adapter shares.
+
+    Pass one as `http=` (to share it between adapters), or its fields as keywords of
+    the adapter (`OpenAIChat(..., stream=True)`); keywords override `http=`'s fields.
+
+    Args:
+        transport: "fast" (our HTTP/1.1 client), "sdk" (the vendor SDK) or None: fast
+            for a loopback or private-network base URL with no proxy, else sdk.
+        timeout: seconds for the whole call, or `Timeouts(total=, connect=, read=)`.
+        max_connections: the fast transport's pool bound per host (None: 4,096, or
+            half the open-file limit where lower).
+        stream: receive replies as server-sent events (the same `ModelResponse`).
+        max_concurrency: at most this many requests in flight (None: no cap).
+        retry: backoff for retryable errors (None: `RetryPolicy()`).
+        default_sampling: sampling used where a request leaves a field unset.
+        extra_body: extra JSON fields sent on every request (e.g. `{"top_k": 20}`).
+        max_response_bytes: the fast transport's bound on a reply after
+            decompression (None: `h1.MAX_BODY_BYTES`, 256 MiB).
+    """
+
+    transport: TransportName | None = None
+    timeout: float | Timeouts = DEFAULT_TIMEOUT_S
+    max_connections: int | None = None
+    stream: bool = False
+    max_concurrency: int | None = None
+    retry: RetryPolicy | None = None
+    default_sampling: Sampling | None = None
+    extra_body: Mapping[str, Any] | None = None
+    max_response_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen: normalise once, here
+        set_(self, "timeout", as_timeouts(self.timeout))
+        if isinstance(self.retry, Mapping):  # as a spec stores it
+            set_(self, "retry", RetryPolicy(**self.retry))
+        if isinstance(self.default_sampling, Mapping):
+            set_(self, "default_sampling", Sampling.model_validate(self.default_sampling))
+        if self.transport not in (None, "fast", "sdk"):
+            raise ConfigError(
+                f"transport must be 'fast', 'sdk' or None (auto), got {self.transport!r}"
+            )
+        for name in ("max_concurrency", "max_connections", "max_response_bytes"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ConfigError(f"{name} must be >= 1 or None, got {value!r}")
+
+    @classmethod
+    def of(
+        cls, http: HTTPOptions | Mapping[str, Any] | None, options: Mapping[str, Any]
+    ) -> HTTPOptions:
+        """`http` (an `HTTPOptions`, or its fields as a spec stores them) with `options`
+        (an adapter's keywords) over it; an unknown keyword is a `ConfigError`."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - fields)
+        if unknown:
+            hints = []
+            for name in unknown:
+                close = difflib.get_close_matches(name, fields, n=1)
+                hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ConfigError(f"unknown HTTP option(s): {', '.join(hints)}")
+        if http is None:
+            return cls(**options) if options else _DEFAULT_HTTP
+        if isinstance(http, Mapping):
+            http = cls(**{k: v for k, v in http.items() if k in fields})
+        return dataclasses.replace(http, **options) if options else http
+
+
+_DEFAULT_HTTP = HTTPOptions()
 
 
 def default_max_connections() -> int:
@@ -266,6 +357,7 @@ class FastTransport:
         headers: dict[str, str],
         timeouts: Timeouts,
         max_connections: int | None = None,
+        max_response_bytes: int | None = None,
     ) -> None:
         require("httptools", "http")
         from nemo_gym.models import h1
@@ -278,8 +370,13 @@ class FastTransport:
             "User-Agent": "nemo-gym",
             **headers,
         }
+        try:
+            h1.check_headers(self.headers)
+        except ValueError as exc:
+            raise ConfigError(f"headers: {exc}") from None
         self.timeouts = timeouts
         self.max_connections = max_connections or default_max_connections()
+        self.max_response_bytes = max_response_bytes or h1.MAX_BODY_BYTES
         self._clients: LoopLocal[Any] = LoopLocal(self._new_client, self._close_client)
         self._urls: dict[tuple[str | None, str], str] = {}
 
@@ -291,6 +388,7 @@ class FastTransport:
             total_s=self.timeouts.total,
             max_connections=self.max_connections,
             keepalive_s=KEEPALIVE_S,
+            max_body_bytes=self.max_response_bytes,
         )
 
     @staticmethod
@@ -312,6 +410,12 @@ class FastTransport:
             reply = await client.post(url, dumps(body), on_chunk=on_chunk)
         except (self._h1.H1Error, OSError) as exc:
             raise self._error(exc, url) from exc
+        except ValueError as exc:  # a URL that cannot be sent (a per-request base_url)
+            if isinstance(exc, WireError):
+                raise
+            raise ModelError(
+                f"cannot send to {url}: {exc}", retryable=False, code="bad_request"
+            ) from None
         if reply.status >= 400:
             raise status_error(
                 reply.status,
@@ -344,6 +448,8 @@ class FastTransport:
 
     def _error(self, exc: BaseException, url: str) -> BaseException:
         h1 = self._h1
+        if isinstance(exc, h1.TooLarge):  # asking again would get the same reply
+            return ModelError(f"response from {url}: {exc}", retryable=False, code="too_large")
         if isinstance(exc, h1.Timeout):
             return ModelError(f"request to {url} timed out: {exc}", retryable=True, code="timeout")
         if isinstance(exc, h1.TruncatedBody | h1.ProtocolError):
@@ -359,6 +465,34 @@ class FastTransport:
 
     def describe(self) -> str:
         return self.base_url
+
+
+_PRIVATE_SUFFIXES = (".local", ".internal", ".localdomain", ".lan", ".home.arpa", ".svc")
+
+
+def is_private_url(url: str) -> bool:
+    """Whether `url`'s host is loopback or on a private network, judged without DNS.
+
+    True for loopback, private (RFC 1918, unique-local IPv6) and link-local addresses,
+    `localhost`, single-label names (`vllm`, a cluster service) and names under
+    `.local`, `.internal`, `.localdomain`, `.lan`, `.home.arpa` or `.svc`. Anything
+    else is public: the adapters send to it through the vendor SDK unless told
+    `transport="fast"`.
+    """
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    except ValueError:
+        return False
+    if not host:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost" or "." not in host or host.endswith(_PRIVATE_SUFFIXES)
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def proxy_for(url: str) -> str | None:
@@ -514,7 +648,7 @@ class SDKTransport:
 
     def describe(self) -> str:
         if self._given is not None:
-            return str(self._given.base_url)
+            return without_credentials(str(self._given.base_url))
         return self._base_url or "(the SDK's default)"
 
 
@@ -557,31 +691,23 @@ class HTTPAdapter(ModelAdapter):
         base_url: str | None,
         api_key: str | None,
         client: Any,
-        transport: TransportName | None,
-        timeout: float | Timeouts,
-        max_connections: int | None,
         headers: dict[str, str] | None,
-        stream: bool,
-        max_concurrency: int | None,
-        retry: RetryPolicy | None,
-        default_sampling: Sampling | None,
-        extra_body: dict[str, Any] | None,
+        http: HTTPOptions,
     ) -> None:
         if not isinstance(model, str) or not model:
             raise ConfigError(f"model must be a non-empty string, got {model!r}")
-        if max_concurrency is not None and max_concurrency < 1:
-            raise ConfigError(f"max_concurrency must be >= 1 or None, got {max_concurrency}")
-        if max_connections is not None and max_connections < 1:
-            raise ConfigError(f"max_connections must be >= 1 or None, got {max_connections}")
-        if transport not in (None, "fast", "sdk"):
-            raise ConfigError(f"transport must be 'fast', 'sdk' or None (auto), got {transport!r}")
         super().__init__(
-            max_concurrency=max_concurrency, retry=retry, default_sampling=default_sampling
+            max_concurrency=http.max_concurrency,
+            retry=http.retry,
+            default_sampling=http.default_sampling,
         )
+        self.http = http
         self.model = model
-        self.extra_body = dict(extra_body or {})
-        self.stream = bool(stream)
-        self.timeouts = as_timeouts(timeout)
+        self.extra_body = dict(http.extra_body or {})
+        self.stream = http.stream
+        self.timeouts = as_timeouts(http.timeout)
+        transport = http.transport
+        max_connections = http.max_connections
         name = type(self).__name__
         if client is not None:
             if not is_sdk_client(client, self.sdk_name):
@@ -598,13 +724,24 @@ class HTTPAdapter(ModelAdapter):
                 )
             transport = "sdk"
         resolved_url = base_url or os.environ.get(self.env_base_url) or None
+        if resolved_url is not None:
+            # user:password in the URL is sent as basic auth, never recorded or shown.
+            resolved_url, user, password = split_credentials(resolved_url)
+            extra_headers = {**basic_auth(user, password), **(headers or {})}
+        else:
+            extra_headers = dict(headers or {})
+        base_url = resolved_url
         if transport is None:
-            # The fast path for a server of one's own; the SDK for the vendor's API, and
-            # where a proxy applies (the fast transport connects directly).
-            fast = resolved_url is not None and proxy_for(resolved_url) is None
+            # The fast path for a server of one's own (loopback, a private network); the
+            # SDK for anything public (the vendor's API, a hosted endpoint), and where a
+            # proxy applies (the fast transport connects directly).
+            fast = (
+                resolved_url is not None
+                and is_private_url(resolved_url)
+                and proxy_for(resolved_url) is None
+            )
             transport = "fast" if fast else "sdk"
         key = api_key or os.environ.get(self.env_api_key) or None
-        extra_headers = dict(headers or {})
         self._transport: Transport
         if transport == "sdk":
             sdk = require(self.sdk_name, self.sdk_name)
@@ -637,6 +774,7 @@ class HTTPAdapter(ModelAdapter):
                 headers={**self.auth_headers(key), **extra_headers},
                 timeouts=self.timeouts,
                 max_connections=max_connections,
+                max_response_bytes=http.max_response_bytes,
             )
 
     # ---- per-vendor hooks
@@ -677,6 +815,17 @@ class HTTPAdapter(ModelAdapter):
         return getattr(self._transport, "client", None)
 
     async def _generate(self, request: ModelRequest) -> ModelResponse:
+        if request.base_url is not None and "@" in request.base_url:
+            bare, user, password = split_credentials(request.base_url)
+            if user is not None or password is not None:
+                # They would be recorded with the request; the adapter's base_url is
+                # where credentials go (sent as basic auth, recorded nowhere).
+                raise ModelError(
+                    f"request.base_url {bare} carries credentials; give them in the "
+                    "adapter's base_url instead",
+                    retryable=False,
+                    code="bad_request",
+                )
         body, sent = self.build(request)
         try:
             if self.stream:
@@ -712,10 +861,11 @@ class HTTPAdapter(ModelAdapter):
 
     def to_spec(self) -> Spec:
         """The adapter's spec; `base_url` is the endpoint it calls, also when it came
-        from `client=` or the environment (never a key or headers)."""
+        from `client=` or the environment (never a key, headers, or the URL's
+        `user:password`)."""
         spec = super().to_spec()
         if spec.options.get("base_url") is not None:
-            return spec
+            return spec  # recorded without credentials (`nemo_gym.urls`)
         options = {**spec.options, "base_url": self._transport.describe()}
         return spec.model_copy(update={"options": options})
 

@@ -15,20 +15,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nemo_gym.errors import ConfigError, ModelError
-from nemo_gym.models.base import RetryPolicy
 from nemo_gym.models.http import (
-    DEFAULT_TIMEOUT_S,
     HTTPAdapter,
+    HTTPKwargs,
+    HTTPOptions,
     StreamParser,
-    Timeouts,
     TransportName,
 )
 from nemo_gym.records import Message, ModelRequest, ModelResponse, Sampling
 from nemo_gym.wire import openai_chat, openai_completions, openai_responses
 from nemo_gym.wire.openai_chat import MaxTokensField, ReasoningField
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 PromptTemplate = Callable[[Sequence[Message]], str]
 
@@ -78,17 +80,10 @@ class OpenAIChat(_OpenAIAdapter):
         api_key: None reads OPENAI_API_KEY; with a base URL and no key, "EMPTY".
         client: a ready `openai.AsyncOpenAI` (or `AsyncAzureOpenAI`, ...) to send through
             (the sdk transport); never closed by the adapter.
-        transport: "fast" (our HTTP/1.1 client), "sdk" (the openai SDK) or None (see the
-            module doc).
-        timeout: seconds for the whole call, or `Timeouts(total=, connect=, read=)`.
-        max_connections: the fast transport's connection pool bound (None: 4,096, or
-            half the open-file limit where lower).
-        headers: extra HTTP headers sent on every request.
-        stream: receive the reply as server-sent events (the same `ModelResponse`).
-        max_concurrency: at most this many requests in flight (None: no cap).
-        retry: backoff for retryable errors (rate limits, 5xx, connection, timeouts).
-        default_sampling: sampling used where the request leaves a field unset.
-        extra_body: extra JSON fields sent on every request (e.g. `{"top_k": 20}`).
+        headers: extra HTTP headers sent on every request (never recorded).
+        http: the HTTP options (`HTTPOptions`: transport, timeout, stream,
+            max_concurrency, retry, default_sampling, extra_body, ...); its fields may
+            also be given as keywords (`stream=True`), which override `http`'s.
         logprobs: request the sampled tokens' logprobs.
         return_token_ids: ask vLLM for `prompt_token_ids` / `token_ids`.
         reasoning_field: the assistant-message field earlier reasoning is sent back in
@@ -106,19 +101,13 @@ class OpenAIChat(_OpenAIAdapter):
         base_url: str | None = None,
         api_key: str | None = None,
         client: Any = None,
-        transport: TransportName | None = None,
-        timeout: float | Timeouts = DEFAULT_TIMEOUT_S,
-        max_connections: int | None = None,
         headers: dict[str, str] | None = None,
-        stream: bool = False,
-        max_concurrency: int | None = None,
-        retry: RetryPolicy | None = None,
-        default_sampling: Sampling | None = None,
-        extra_body: dict[str, Any] | None = None,
+        http: HTTPOptions | None = None,
         logprobs: bool = False,
         return_token_ids: bool = False,
         reasoning_field: ReasoningField | None = "reasoning",
         max_tokens_field: MaxTokensField = "max_tokens",
+        **options: Unpack[HTTPKwargs],
     ) -> None:
         if reasoning_field not in ("reasoning", "reasoning_content", None):
             raise ConfigError(
@@ -135,15 +124,8 @@ class OpenAIChat(_OpenAIAdapter):
             base_url=base_url,
             api_key=api_key,
             client=client,
-            transport=transport,
-            timeout=timeout,
-            max_connections=max_connections,
             headers=headers,
-            stream=stream,
-            max_concurrency=max_concurrency,
-            retry=retry,
-            default_sampling=default_sampling,
-            extra_body=extra_body,
+            http=HTTPOptions.of(http, options),
         )
         self.logprobs = logprobs
         self.return_token_ids = return_token_ids
@@ -195,32 +177,19 @@ class OpenAIResponses(_OpenAIAdapter):
         base_url: str | None = None,
         api_key: str | None = None,
         client: Any = None,
-        transport: TransportName | None = None,
-        timeout: float | Timeouts = DEFAULT_TIMEOUT_S,
-        max_connections: int | None = None,
         headers: dict[str, str] | None = None,
-        stream: bool = False,
-        max_concurrency: int | None = None,
-        retry: RetryPolicy | None = None,
-        default_sampling: Sampling | None = None,
-        extra_body: dict[str, Any] | None = None,
+        http: HTTPOptions | None = None,
         logprobs: bool = False,
         store: bool = False,
+        **options: Unpack[HTTPKwargs],
     ) -> None:
         super().__init__(
             model,
             base_url=base_url,
             api_key=api_key,
             client=client,
-            transport=transport,
-            timeout=timeout,
-            max_connections=max_connections,
             headers=headers,
-            stream=stream,
-            max_concurrency=max_concurrency,
-            retry=retry,
-            default_sampling=default_sampling,
-            extra_body=extra_body,
+            http=HTTPOptions.of(http, options),
         )
         self.logprobs = logprobs
         self.store = store
@@ -296,18 +265,12 @@ class OpenAICompletions(_OpenAIAdapter):
         base_url: str | None = None,
         api_key: str | None = None,
         client: Any = None,
-        transport: TransportName | None = None,
-        timeout: float | Timeouts = DEFAULT_TIMEOUT_S,
-        max_connections: int | None = None,
         headers: dict[str, str] | None = None,
-        stream: bool = False,
-        max_concurrency: int | None = None,
-        retry: RetryPolicy | None = None,
-        default_sampling: Sampling | None = None,
-        extra_body: dict[str, Any] | None = None,
+        http: HTTPOptions | None = None,
         logprobs: bool = False,
         return_token_ids: bool = False,
         prompt_template: PromptTemplate = plain_prompt,
+        **options: Unpack[HTTPKwargs],
     ) -> None:
         if not callable(prompt_template):
             raise ConfigError(f"prompt_template must be callable, got {prompt_template!r}")
@@ -316,15 +279,8 @@ class OpenAICompletions(_OpenAIAdapter):
             base_url=base_url,
             api_key=api_key,
             client=client,
-            transport=transport,
-            timeout=timeout,
-            max_connections=max_connections,
             headers=headers,
-            stream=stream,
-            max_concurrency=max_concurrency,
-            retry=retry,
-            default_sampling=default_sampling,
-            extra_body=extra_body,
+            http=HTTPOptions.of(http, options),
         )
         self.logprobs = logprobs
         self.return_token_ids = return_token_ids

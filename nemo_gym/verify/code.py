@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nemo_gym.errors import ConfigError, MissingDependency, SandboxError, VerifierError
+from nemo_gym.limits import loads_json
 from nemo_gym.protocols import Sandbox, SandboxProvider
 from nemo_gym.records import ExecResult, ResourceLimits, Rewards, SandboxSpec, Task, Trajectory
 from nemo_gym.verify.common import response_text
@@ -586,8 +587,8 @@ class CodeVerifier:
         if not found:
             return "wrong_answer", "(no return value)"
         try:
-            value = json.loads(tail.strip())
-        except json.JSONDecodeError:
+            value = loads_json(tail.strip())
+        except ValueError:  # not JSON, or over the document limits
             return "wrong_answer", tail[:_KEEP_CHARS]
         expected = test.output
         ok = values_match(value, expected, self.float_tolerance) or (

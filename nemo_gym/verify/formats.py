@@ -19,8 +19,10 @@ its arguments, or the arguments themselves).
 
 XML becomes nested dicts the way `xmltodict` builds them (attributes as "@name", text
 beside children as "#text", repeated children as lists); it is parsed with the standard
-library's expat, which refuses entity-expansion bombs. YAML needs PyYAML (the `formats`
-extra); the rest is the standard library.
+library's expat, which refuses entity-expansion bombs. Every document is held to
+`nemo_gym.limits.DEFAULT_LIMITS` (text and expanded size, depth; YAML aliases counted
+each time they are reached): over them, the reply holds no document. YAML needs PyYAML
+(the `formats` extra); the rest is the standard library.
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nemo_gym.errors import ConfigError, VerifierError, require
+from nemo_gym.limits import (
+    DEFAULT_LIMITS,
+    DocumentLimits,
+    LimitExceeded,
+    check_document,
+    loads_json,
+)
 from nemo_gym.records import Rewards, Task, Trajectory
 from nemo_gym.verify.common import response_text
 from nemo_gym.verify.extract import fenced_blocks
@@ -90,27 +99,44 @@ def _xml_value(element: ElementTree.Element) -> Any:
     return node
 
 
-def parse_document(text: str, fmt: str) -> Any:
-    """Parse `text` as `fmt`; raises `ValueError` (with the parser's message) if it is not."""
+def parse_document(text: str, fmt: str, limits: DocumentLimits = DEFAULT_LIMITS) -> Any:
+    """Parse `text` as `fmt`; raises `ValueError` (with the parser's message) if it is not.
+
+    The text and the parsed document are held to `limits` (`LimitExceeded`, a
+    `ValueError`): YAML aliases and repeated references count every time they are
+    reached, so a few hundred bytes cannot become a row of hundreds of megabytes.
+    """
     fmt = _check_format(fmt)
+    if len(text) > limits.max_chars:
+        raise LimitExceeded(f"the text is over {limits.max_chars} characters (max_chars)")
     try:
-        if fmt == "json":
-            return json.loads(text)
-        if fmt == "yaml":
-            return require("yaml", "formats").safe_load(text)
-        if fmt == "toml":
-            return tomllib.loads(text)
-        if fmt == "xml":
-            root = ElementTree.fromstring(text.strip())
-            return {root.tag: _xml_value(root)}
-        rows = list(csv.DictReader(io.StringIO(text.strip())))
-        if not rows:
-            raise ValueError("no CSV rows after the header")
-        return rows
+        value = _parse(text, fmt)
     except ValueError:
         raise
+    except RecursionError:
+        raise LimitExceeded(
+            f"the document is nested over {limits.max_depth} levels deep (max_depth)"
+        ) from None
     except Exception as exc:
         raise ValueError(f"{type(exc).__name__}: {exc}") from exc
+    check_document(value, limits)
+    return value
+
+
+def _parse(text: str, fmt: Format) -> Any:
+    if fmt == "json":
+        return json.loads(text)
+    if fmt == "yaml":
+        return require("yaml", "formats").safe_load(text)
+    if fmt == "toml":
+        return tomllib.loads(text)
+    if fmt == "xml":
+        root = ElementTree.fromstring(text.strip())
+        return {root.tag: _xml_value(root)}
+    rows = list(csv.DictReader(io.StringIO(text.strip())))
+    if not rows:
+        raise ValueError("no CSV rows after the header")
+    return rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,21 +147,29 @@ class ParsedDocument:
     error: str | None = None
 
 
-def extract_document(reply: str, fmt: str) -> ParsedDocument:
-    """The document in a reply: a `<|BEGIN_CODE|>` span, a fence, or the whole text."""
+def extract_document(
+    reply: str, fmt: str, limits: DocumentLimits = DEFAULT_LIMITS
+) -> ParsedDocument:
+    """The document in a reply: a `<|BEGIN_CODE|>` span, a fence, or the whole text
+    (each held to `limits`)."""
     fmt = _check_format(fmt)
     candidates = [m.group(1).strip() for m in _BEGIN_END.finditer(reply)]
     blocks = fenced_blocks(reply)
     tagged = [b.body for b in blocks if b.lang in _TAGS[fmt]]
     candidates += list(reversed(tagged)) + [b.body for b in reversed(blocks)] + [reply.strip()]
     error = "empty reply"
+    limit: str | None = None
     for candidate in candidates:
         if not candidate:
             continue
         try:
-            value = parse_document(candidate, fmt)
+            value = parse_document(candidate, fmt, limits)
+        except LimitExceeded as exc:
+            error = limit = str(exc)
+            continue
         except ValueError as exc:
-            error = str(exc)[:300]
+            # A limit hit by one candidate says more than a later candidate's syntax error.
+            error = limit or str(exc)[:300]
             continue
         if value not in (None, "", [], {}):
             return ParsedDocument(True, value, candidate)
@@ -361,6 +395,8 @@ class DocumentVerifier:
     `format`, `schema` and `paths` default to the task's `metadata["format"]`,
     `metadata["schema"]` (a dict or its JSON text) and `metadata["paths"]`.
     Components: `format` (it parsed), and `valid` (schema) or `paths` (fraction found).
+    `limits` bounds the document (`nemo_gym.limits.DocumentLimits`; over them, the
+    reply holds no document).
     """
 
     def __init__(
@@ -370,8 +406,10 @@ class DocumentVerifier:
         schema: Mapping[str, Any] | None = None,
         paths: Sequence[str] | None = None,
         strict: bool = False,
+        limits: DocumentLimits = DEFAULT_LIMITS,
     ) -> None:
         self.format = _check_format(format) if format else None
+        self.limits = limits
         self.schema, self.paths, self.strict = schema, paths, strict
         self._jsonschema: Any = None
 
@@ -429,8 +467,8 @@ class DocumentVerifier:
         if wanted and calls[0].name != wanted:
             return None, f"called {calls[0].name!r}, not {wanted!r}"
         try:
-            arguments = json.loads(calls[0].arguments or "{}")
-        except json.JSONDecodeError as exc:
+            arguments = loads_json(calls[0].arguments or "{}", self.limits)
+        except ValueError as exc:  # not JSON, or over the document limits
             return None, f"the tool arguments are not JSON: {exc}"
         key = task.metadata.get("payload_key")
         if key:
@@ -452,7 +490,7 @@ class DocumentVerifier:
         fmt = self.format or task.metadata.get("format")
         if not fmt:
             raise VerifierError(f"task {task.id}: no document format (metadata['format'])")
-        parsed = extract_document(response_text(trajectory), str(fmt))
+        parsed = extract_document(response_text(trajectory), str(fmt), self.limits)
         if not parsed.ok:
             return Rewards(
                 reward=0.0,

@@ -20,7 +20,6 @@ Components: `accuracy`, `exact` (SQuAD exact match) and `f1` (SQuAD token F1, be
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import unicodedata
@@ -28,6 +27,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from nemo_gym.errors import ConfigError
+from nemo_gym.limits import loads_json
 from nemo_gym.records import Rewards, Task, Trajectory
 from nemo_gym.verify.common import GoldFn, get_gold, gold_strings, response_text
 from nemo_gym.verify.extract import last_boxed, parse_number
@@ -68,8 +68,8 @@ def _json_answer(reply: str) -> str | None:
                 candidates.append(reply[start : i + 1])
     for candidate in reversed(candidates):
         try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError:
+            value = loads_json(candidate)
+        except ValueError:  # not JSON, or over the document limits
             continue
         if isinstance(value, dict) and "answer" in value:
             return str(value["answer"])

@@ -2,7 +2,8 @@
 
 `parse_json_reply` reads JSON from a reply: the whole text, else the last ```json
 fenced block (then any fenced block), else the span from the first ``{`` to the last
-``}`` (or ``[`` ... ``]``). Each is one `json.loads` attempt, so the cost is linear.
+``}`` (or ``[`` ... ``]``). Each is one `json.loads` attempt, so the cost is linear, and
+each value is held to `nemo_gym.limits.DEFAULT_LIMITS` (size and depth).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nemo_gym.errors import ConfigError, VerifierError, require
+from nemo_gym.limits import DEFAULT_LIMITS, DocumentLimits, check_document, loads_json
 from nemo_gym.records import Rewards, Task, ToolCall, Trajectory
 from nemo_gym.verify.common import GoldFn, get_gold, response_text
 from nemo_gym.verify.extract import fenced_blocks
@@ -41,33 +43,32 @@ class ParsedJSON:
     error: str | None = None
 
 
-def _loads(text: str) -> tuple[bool, Any, str | None]:
+def _loads(text: str, limits: DocumentLimits = DEFAULT_LIMITS) -> tuple[bool, Any, str | None]:
     try:
-        return True, json.loads(text), None
-    except RecursionError:
-        return False, None, "JSON nested too deeply"
-    except ValueError as exc:  # JSONDecodeError, and int strings past the digit limit
+        return True, loads_json(text, limits), None
+    except ValueError as exc:  # not JSON, over the limits, int strings past the digit limit
         return False, None, str(exc)
 
 
-def parse_json_reply(text: str) -> ParsedJSON:
-    """The JSON value in a model reply, trying the places models put it."""
+def parse_json_reply(text: str, limits: DocumentLimits = DEFAULT_LIMITS) -> ParsedJSON:
+    """The JSON value in a model reply, trying the places models put it (each value
+    held to `limits`: over them, it is no value)."""
     stripped = text.strip()
     if not stripped:
         return ParsedJSON(False, error="empty reply")
-    ok, value, first_error = _loads(stripped)
+    ok, value, first_error = _loads(stripped, limits)
     if ok:
         return ParsedJSON(True, value, "text")
     blocks = fenced_blocks(text)
     tagged = [b for b in blocks if b.lang in ("json", "jsonc", "json5")]
     for block in reversed(tagged or blocks):
-        ok, value, _ = _loads(block.body)
+        ok, value, _ = _loads(block.body, limits)
         if ok:
             return ParsedJSON(True, value, "fence")
     for opener, closer in (("{", "}"), ("[", "]")):
         start, end = text.find(opener), text.rfind(closer)
         if 0 <= start < end:
-            ok, value, _ = _loads(text[start : end + 1])
+            ok, value, _ = _loads(text[start : end + 1], limits)
             if ok:
                 return ParsedJSON(True, value, "span")
     return ParsedJSON(False, error=f"no JSON value found ({first_error})")
@@ -247,7 +248,8 @@ def _actual_calls(trajectory: Trajectory) -> list[_Call]:
     for tc in calls:
         try:
             args: dict[str, Any] | None = tc.parsed_arguments()
-        except (ValueError, RecursionError):
+            check_document(args)
+        except (ValueError, RecursionError):  # LimitExceeded is a ValueError
             args = None
         out.append(_Call(tc.name, args, tc.arguments))
     return out

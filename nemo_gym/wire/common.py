@@ -195,48 +195,80 @@ class ChunkStream:
         raise NotImplementedError
 
 
+MAX_EVENT_BYTES = 64 << 20
+"""The largest server-sent event `SSEDecoder` accepts (a `WireError` past it)."""
+
+
 class SSEDecoder:
     """An incremental text/event-stream parser: `feed(bytes)` -> completed events.
 
     Each event is `(event name or None, data)`; comments and `id:`/`retry:` fields are
-    skipped; lines may end in LF, CRLF or CR.
+    skipped; lines may end in LF, CRLF or CR. Linear in the stream's size however it
+    is chunked (a partial line is kept as pieces, joined once), and an event over
+    `max_event_bytes` is a `WireError`.
     """
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self.max_event_bytes = max_event_bytes
+        self._pieces: list[bytes] = []  # the current line, so far
+        self._pending = 0  # bytes in `_pieces`
+        self._size = 0  # bytes of the current event's complete lines
+        self._after_cr = False  # the last chunk ended in CR: a leading LF is its pair
         self._event: str | None = None
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
+        if not chunk:  # (a decompressor's empty output) must not forget a pending CR
+            return []
+        if self._after_cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+        self._after_cr = False
+        if b"\r" in chunk:
+            self._after_cr = chunk.endswith(b"\r")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n" not in chunk:
+            if chunk:
+                self._pieces.append(chunk)
+                self._pending += len(chunk)
+                self._check_size()
+            return []
+        first, *lines, last = chunk.split(b"\n")
+        if self._pieces:
+            first = b"".join([*self._pieces, first])
+        self._pieces = [last] if last else []
+        self._pending = len(last)
         events: list[tuple[str | None, str]] = []
-        buffer = self._buffer + chunk
-        if b"\r" in buffer:
-            # A CR at the very end may be half of a CRLF: keep it for the next chunk.
-            tail = buffer.endswith(b"\r")
-            body = buffer[:-1] if tail else buffer
-            buffer = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + (b"\r" if tail else b"")
-        *lines, self._buffer = buffer.split(b"\n")
-        for raw in lines:
-            line = raw.decode("utf-8", errors="replace")
-            if not line:
-                if self._data:
-                    events.append((self._event, "\n".join(self._data)))
-                self._event, self._data = None, []
-                continue
-            if line.startswith(":"):
-                continue
-            name, _, value = line.partition(":")
-            if value.startswith(" "):
-                value = value[1:]
-            if name == "data":
-                self._data.append(value)
-            elif name == "event":
-                self._event = value
+        for raw in (first, *lines):
+            self._line(raw, events)
+        self._check_size()
         return events
+
+    def _check_size(self) -> None:
+        if self._size + self._pending > self.max_event_bytes:
+            raise WireError(f"a server-sent event is over {self.max_event_bytes} bytes")
+
+    def _line(self, raw: bytes, events: list[tuple[str | None, str]]) -> None:
+        if not raw:
+            if self._data:
+                events.append((self._event, "\n".join(self._data)))
+            self._event, self._data = None, []
+            self._size = 0
+            return
+        self._size += len(raw) + 1
+        line = raw.decode("utf-8", errors="replace")
+        if line.startswith(":"):
+            return
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
 
     def close(self) -> list[tuple[str | None, str]]:
         """Events still pending at the end of the stream (one with no blank line after it)."""
-        events = self.feed(b"\n\n") if (self._buffer or self._data) else []
+        events = self.feed(b"\n\n") if (self._pieces or self._data) else []
         return events
 
 

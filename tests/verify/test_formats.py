@@ -154,3 +154,71 @@ async def test_a_document_can_be_a_tool_calls_arguments() -> None:
         verifier, prompt="q", metadata=md, response=[call("save", {"n": 1})]
     )
     assert (good.reward, other.reward, missing.reward) == (1.0, 0.0, 0.0)
+
+
+# Nine levels of nine aliases: 386 bytes that expand to 9**9 strings.
+_YAML_BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
+)
+
+
+def test_a_yaml_alias_bomb_is_no_document() -> None:
+    # Before, this parsed, and writing the row's extracted answer cost 288 MB and 4.7 GB.
+    assert len(_YAML_BOMB) < 400
+    with pytest.raises(ValueError, match="max_nodes"):
+        parse_document(_YAML_BOMB, "yaml")
+    parsed = extract_document(f"```yaml\n{_YAML_BOMB}```", "yaml")
+    assert not parsed.ok and "max_nodes" in (parsed.error or "")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text"),
+    [
+        ("json", "[" * 150 + "]" * 150),
+        ("json", "[" * 100_000 + "]" * 100_000),
+        ("yaml", "[" * 150 + "]" * 150),
+        ("xml", "<a>" * 150 + "</a>" * 150),
+        ("xml", "<a>" * 5_000 + "</a>" * 5_000),
+        ("toml", "x = " + "[" * 150 + "]" * 150),
+    ],
+)
+def test_documents_nested_too_deep_are_refused(fmt: str, text: str) -> None:
+    with pytest.raises(ValueError, match=r"max_depth|nested"):
+        parse_document(text, fmt)
+
+
+async def test_document_verifier_scores_a_bomb_zero_and_keeps_the_row_small() -> None:
+    task = gym.Task(prompt="YAML please", metadata={"format": "yaml"})
+    result = await gym.testing.verify(
+        DocumentVerifier(), task=task, response=f"```yaml\n{_YAML_BOMB}```"
+    )
+    assert result.reward == 0.0 and result.metadata["extracted_answer"] is None
+    assert len(json.dumps(result.metadata)) < 2_000
+    big = "x: [" + ", ".join(["'" + "y" * 100 + "'"] * 20_000) + "]"
+    result = await gym.testing.verify(DocumentVerifier(), task=task, response=big)
+    assert result.reward == 0.0 and "max_chars" in result.metadata["reason"]
+
+
+async def test_tool_call_arguments_nested_too_deep_are_no_document() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    task = gym.Task(prompt="p", metadata={"response_mode": "tool_call"})
+    call = ToolCall(id="c", name="emit", arguments=f'{{"doc": {deep}}}')
+    trajectory = gym.Trajectory(
+        messages=(Message(role="assistant", content=None, tool_calls=(call,)),)
+    )
+    result = await DocumentVerifier().verify(task, trajectory)
+    assert result.reward == 0.0 and "max_depth" in result.metadata["reason"]
+
+
+async def test_document_limits_can_be_tightened_or_loosened() -> None:
+    from nemo_gym.limits import DocumentLimits
+
+    task = gym.Task(prompt="JSON please", metadata={"format": "json"})
+    deep = '{"a": [[[1]]]}'
+    assert (await gym.testing.verify(DocumentVerifier(), task=task, response=deep)).reward == 1.0
+    tight = DocumentVerifier(limits=DocumentLimits(max_depth=3))
+    result = await gym.testing.verify(tight, task=task, response=deep)
+    assert result.reward == 0.0 and "max_depth" in result.metadata["reason"]
+    from nemo_gym.verify.structured import parse_json_reply
+
+    assert not parse_json_reply('{"a": [[[[1]]]]}', DocumentLimits(max_depth=3)).ok

@@ -229,3 +229,11 @@ def test_fenced_json_roundtrips(value: object, prose: str) -> None:
     text = f"{prose}\n```json\n{json.dumps(value)}\n```\n"
     parsed = parse_json_reply(text)
     assert parsed.ok and json_equal(parsed.value, value)
+
+
+@pytest.mark.parametrize("depth", [150, 100_000])
+def test_parse_json_reply_refuses_documents_nested_too_deep(depth: int) -> None:
+    # 150 levels passed before and then recursed in json_equal / jsonschema / row writers.
+    parsed = parse_json_reply("[" * depth + "]" * depth)
+    assert not parsed.ok and "max_depth" in (parsed.error or "")
+    assert parse_json_reply("[" * 50 + "]" * 50).ok

@@ -11,6 +11,7 @@ from typing import Any
 from nemo_gym.envs.base import Turns
 from nemo_gym.envs.procedural import ProceduralEnv
 from nemo_gym.harnesses import SingleTurn
+from nemo_gym.limits import loads_json
 from nemo_gym.records import Message, Rewards, Task, Trajectory
 from nemo_gym.verify.common import response_text
 
@@ -60,7 +61,7 @@ def check_calendar(reply: str, expected: dict[str, dict[str, Any]]) -> tuple[boo
     """(ok, why) for the last JSON list of events in `reply` against `expected`."""
     for found in reversed(_LIST.findall(reply)):
         try:
-            events = json.loads(found)
+            events = loads_json(found)
             by_id = {str(e["event_id"]): e for e in events}
             spans = sorted(
                 (minutes(str(e["start_time"])), minutes(str(e["start_time"])) + int(e["duration"]))

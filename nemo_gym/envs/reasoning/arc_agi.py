@@ -13,6 +13,7 @@ from nemo_gym.envs.base import Turns
 from nemo_gym.envs.procedural import ProceduralEnv
 from nemo_gym.errors import ConfigError
 from nemo_gym.harnesses import SingleTurn
+from nemo_gym.limits import loads_json
 from nemo_gym.records import Message, Rewards, Task, Trajectory
 from nemo_gym.verify.common import response_text
 from nemo_gym.verify.extract import last_boxed
@@ -38,8 +39,8 @@ def parse_grid(text: str) -> Grid | None:
     boxed = last_boxed(text)
     for candidate in ([boxed] if boxed else []) + list(reversed(_GRID.findall(text))):
         try:
-            grid = json.loads(re.sub(r"\s+", "", candidate))
-        except json.JSONDecodeError:
+            grid = loads_json(re.sub(r"\s+", "", candidate))
+        except ValueError:  # not JSON, or over the document limits
             continue
         if (
             isinstance(grid, list)

@@ -9,6 +9,7 @@ from nemo_gym.envs.base import BasicEpisode, Turns
 from nemo_gym.envs.rows import DatasetEnv, Row
 from nemo_gym.envs.tools.declared import declared_tools
 from nemo_gym.harnesses import ToolLoop
+from nemo_gym.limits import loads_json
 from nemo_gym.records import Message, Rewards, Task, ToolCall, Trajectory
 
 SYSTEM = "Answer with exactly one tool call and no other text."
@@ -25,8 +26,8 @@ async def verify_call(task: Task, trajectory: Trajectory) -> Rewards:
 
     def parsed(call: ToolCall) -> dict[str, Any] | None:
         try:
-            value = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError:
+            value = loads_json(call.arguments or "{}")
+        except ValueError:  # not JSON, or over the document limits
             return None
         return value if isinstance(value, dict) else None
 
