@@ -2,8 +2,17 @@
 
 This file is a standalone program (standard library only, no nemo_gym import): the
 providers run it as ``python -I -c <this source> <config json>`` inside the sandbox, so
-it needs no file on the sandbox's filesystem. It talks to the host over its stdin and
-stdout with frames (see `encode_frame`) and never forks the host (trainer) process.
+it needs no file on the sandbox's filesystem. It talks to the host over a unix socket
+on its stdin and stdout with frames (see `encode_frame`) and never forks the host
+(trainer) process.
+
+Sandboxed code must never reach that channel, or it could write replies (an exit code,
+an output) the host would take for its own. The worker moves the channel off fds 0/1
+and every child closes it before running anything; the worker drops every capability
+(also as root) and makes itself non-dumpable (see `_drop_privileges`), so nothing it
+runs can open ``/proc/<worker>/fd/*`` or take its descriptors with ``pidfd_getfd`` or
+ptrace; and a socket, unlike a pipe, cannot be reopened through ``/proc`` from any
+process that holds it (the sandbox's init, the host).
 
 Per request it forks a child that: starts its own session (``setsid``), applies the
 rlimits, gets its stdin from a memfd (never blocks the worker), has stdout and stderr
@@ -62,10 +71,24 @@ READ_CHUNK = 1 << 16
 PIPE_GRACE_S = 0.2  # after the child exits, how long to wait for pipes held by its leftovers
 MAX_SOURCE_BYTES = 1 << 20  # Python source the worker agrees to compile
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+CAPABILITY_VERSION_3 = 0x20080522
 PF_EXITING = 0x4  # /proc/PID/stat flags: the process is exiting
 GO, SPARE = b"g", b"s"  # what a child forked ahead reads when its turn comes
 RUN_KEYS = ("env", "cwd", "limits", "mode", "argv", "args", "codes")  # what a spare gets
 SPARE_MAX_BYTES = 60 << 10  # a spare's run (code and stdin) must fit in its go pipe
+
+
+def _libc_prctl() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+_PRCTL = _libc_prctl()  # bound once in the worker; every forked child inherits it
 
 
 def encode_frame(header: dict[str, Any], blobs: Sequence[bytes] = ()) -> bytes:
@@ -127,12 +150,15 @@ def _child(spec: dict[str, Any], stdin_fd: int, out_w: int, err_w: int, go_r: in
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         # Every worker fd is close-on-exec; a Python child never execs, so it closes them
-        # here, or user code could write forged replies into the protocol pipe.
+        # here, or user code could write forged replies into the protocol channel.
         for fd in spec["close_fds"]:
             try:
                 os.close(fd)
             except OSError:
                 pass
+        # Dumpable again, now that it holds nothing of the worker's: the worker, which
+        # has no CAP_SYS_PTRACE, reads the exit code from /proc/PID/stat only then.
+        _PRCTL(PR_SET_DUMPABLE, 1, 0, 0, 0)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         if "mode" in spec:
@@ -366,6 +392,7 @@ class Worker:
         self.proto_in = proto_in
         self.proto_out = proto_out
         self.inbuf = bytearray()
+        self.last_id = 0
         self.jobs: dict[int, Job] = {}
         self.runs: dict[int, tuple[Job, Run]] = {}  # by pid
         self.fd_runs: dict[int, Run] = {}
@@ -392,7 +419,11 @@ class Worker:
         data = memoryview(encode_frame(header, blobs))
         try:
             while data:
-                data = data[os.write(self.proto_out, data) :]
+                try:
+                    data = data[os.write(self.proto_out, data) :]
+                except BlockingIOError:
+                    # in and out are one socket, made non-blocking for reading
+                    select.select([], [self.proto_out], [])
         except OSError:  # the host is gone: stop serving
             self.closing = True
 
@@ -413,6 +444,10 @@ class Worker:
             header = json.loads(bytes(self.inbuf[FRAME.size : FRAME.size + head_len]))
             body = bytes(self.inbuf[FRAME.size + head_len : end])
             del self.inbuf[:end]
+            rid = header.get("id") if isinstance(header, dict) else None
+            if not isinstance(rid, int) or rid <= self.last_id:
+                continue  # not the host's: its ids only grow (see WorkerSandbox._new_id)
+            self.last_id = rid
             try:
                 self.handle(header, split_blobs(header, body))
             except Exception as exc:  # a bad request answers with an error, the worker lives
@@ -427,7 +462,7 @@ class Worker:
         elif op == "write":
             self.file_op(req, lambda path: self._write(path, blobs[0], req.get("mode")))
         elif op == "read":
-            self.file_op(req, self._read)
+            self.file_op(req, lambda path: self._read(path, int(req.get("max_bytes") or 0)))
         elif op == "kill":
             job = self.jobs.get(req["target"])
             if job is not None and job.run is not None:
@@ -470,9 +505,12 @@ class Worker:
             os.chmod(path, mode)
 
     @staticmethod
-    def _read(path: str) -> bytes:
+    def _read(path: str, max_bytes: int) -> bytes:
         with open(path, "rb") as handle:
-            return handle.read()
+            data = handle.read(max_bytes + 1) if max_bytes else handle.read()
+        if max_bytes and len(data) > max_bytes:
+            raise OSError(errno.EFBIG, f"file larger than the {max_bytes}-byte read limit")
+        return data
 
     # -- jobs
 
@@ -936,10 +974,48 @@ def _become_subreaper() -> None:
         pass
 
 
+def _drop_privileges() -> None:
+    """Give up every capability for good, and make the worker non-dumpable.
+
+    Without capabilities (CAP_SYS_PTRACE above all) nothing the sandbox runs can reach
+    into another process of the same user that is non-dumpable or holds capabilities:
+    no `/proc/PID/fd`, no `pidfd_getfd`, no ptrace, no `/proc/PID/mem`. The bounding
+    set is emptied too (uid 0 regains capabilities on exec otherwise) and no_new_privs
+    set (no setuid or file-capability binary gives any back). Raises `OSError` when the
+    capabilities cannot be dropped: the worker must not serve with them.
+
+    Non-dumpable: forked children inherit the flag (a Python child keeps it while it
+    runs user code, so no other process of the sandbox can read its memory or
+    descriptors); an exec'd program gets the normal flag back from the kernel, and holds
+    nothing of the worker.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    for cap in range(64):  # EINVAL past the last capability; EPERM without CAP_SETPCAP
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == errno.EINVAL:
+                break
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: all zero, twice
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset() could not drop the capabilities")
+    for option, value in ((PR_SET_NO_NEW_PRIVS, 1), (PR_SET_DUMPABLE, 0)):
+        if libc.prctl(option, value, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
     # The protocol moves off fds 0/1 so that nothing a child inherits can write into it.
-    proto_in, proto_out = os.dup(0), os.dup(1)
+    channel = config.get("channel_fd")
+    if channel is None:
+        proto_in, proto_out = os.dup(0), os.dup(1)
+    else:
+        proto_in = proto_out = os.dup(int(channel))
+        os.close(int(channel))
+    os.set_inheritable(proto_in, False)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
@@ -951,6 +1027,7 @@ def main() -> None:
     os.environ.clear()
     os.environ.update(config.get("env", {}))
     _become_subreaper()
+    _drop_privileges()  # before anything runs: the reply channel stays the worker's
     worker = Worker(config, proto_in, proto_out)
     # Objects that exist now never need collecting: keeping them out of the GC's reach
     # spares every forked child copy-on-write faults on the worker's whole heap.

@@ -244,3 +244,93 @@ async def test_gigabytes_of_stdout(box: WorkerSandbox) -> None:
         len(result.stdout),
     )
     assert await _gone(marker) == []
+
+
+# The attacker below tries every way sandboxed code has to reach the worker's reply
+# channel: each descriptor of the worker and of its parent (bwrap's init inside a
+# `local` sandbox, the host under `process`), reopened through /proc or taken with
+# pidfd_getfd, fed forged replies and forged exec requests under every id it can find
+# (the Python child also searches its own heap, a copy of the worker's, for job ids).
+FORGE = r"""
+import ctypes, gc, json, os, stat, struct, sys, time
+
+def frame(head, body=b""):
+    head = json.dumps(dict(head, blobs=[len(body)] if body else [])).encode()
+    return struct.pack("!II", len(head), len(body)) + head + body
+
+ids = set(range(0, 64))
+for obj in gc.get_objects():
+    rid = getattr(obj, "id", None) if type(obj).__name__ in ("Job", "Run") else None
+    if isinstance(rid, int):
+        ids.update(rid + k for k in range(-2, 64))
+payload = b"".join(
+    frame({"id": i, "ok": True, "exit_code": 0, "timed_out": False, "duration_s": 0.0}, b"FORGED")
+    + frame({"op": "exec", "id": i, "argv": ["/bin/sh", "-c", "echo FORGED"], "timeout": 5,
+             "env": {}, "cwd": None, "limits": {}}, b"")
+    for i in sorted(ids)
+)
+
+def parent(pid):
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+libc = ctypes.CDLL(None, use_errno=True)
+worker = os.getppid()
+reached = []
+for pid in (worker, parent(worker)):
+    lowest = 0 if pid in (worker, 1) else 3  # never the test runner's own stdio
+    for fd in range(lowest, 64):
+        try:
+            handle = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            os.write(handle, payload)
+            reached.append(("proc", pid, fd))
+        except OSError:
+            pass
+        os.close(handle)
+    pidfd = libc.syscall(434, pid, 0)  # pidfd_open
+    if pidfd < 0:
+        continue
+    for fd in range(lowest, 64):
+        taken = libc.syscall(438, pidfd, fd, 0)  # pidfd_getfd
+        if taken < 0:
+            continue
+        if stat.S_ISSOCK(os.fstat(taken).st_mode) or stat.S_ISFIFO(os.fstat(taken).st_mode):
+            try:
+                os.set_blocking(taken, False)
+                os.write(taken, payload)
+                reached.append(("pidfd", pid, fd))
+            except OSError:
+                pass
+        os.close(taken)
+    os.close(pidfd)
+print("reached", reached, file=sys.stderr, flush=True)
+time.sleep(0.5)  # the forged replies first; the real one after
+print("real")
+raise SystemExit(3)
+"""
+
+
+@pytest.mark.parametrize("how", ["exec", "run_python"])
+async def test_sandboxed_code_cannot_forge_its_result(box: WorkerSandbox, how: str) -> None:
+    if how == "exec":
+        result = await box.exec(["python3", "-c", FORGE], timeout=30)
+    else:
+        result = await box.run_python(FORGE, timeout=30)
+    assert result.exit_code == 3 and result.stdout == "real\n", result
+    assert "FORGED" not in result.stdout
+    after = await box.exec("echo after", timeout=10)
+    assert after.ok and after.stdout == "after\n", after
+    # nothing of the sandbox holds capabilities or may gain any
+    status = await box.exec(
+        ["grep", "-E", "^(CapEff|CapPrm|CapBnd|NoNewPrivs)", "/proc/self/status"]
+    )
+    fields = dict(line.split(":\t") for line in status.stdout.splitlines())
+    assert fields == {
+        "CapEff": "0000000000000000",
+        "CapPrm": "0000000000000000",
+        "CapBnd": "0000000000000000",
+        "NoNewPrivs": "1",
+    }, status.stdout
