@@ -58,10 +58,16 @@ def worker_source() -> str:
 
 @dataclass(frozen=True)
 class BatchResult:
-    """The outcome of `run_batch`: a compile error, or one `ExecResult` per input run."""
+    """The outcome of `run_batch`: a compile error, or one `ExecResult` per input run.
+
+    `completed[i]` (Python runs only) is True when run i's code, and its test with
+    `tests_as_code`, ran to the end: no exception, no `SystemExit` (even `exit(0)`), no
+    `os._exit`, no death by signal. The worker alone can say so (see `worker.py`).
+    """
 
     results: list[ExecResult] = field(default_factory=list)
     compile_error: str | None = None
+    completed: list[bool] = field(default_factory=list)
 
 
 def _decode(data: bytes) -> str:
@@ -485,6 +491,7 @@ class WorkerSandbox:
         stop_on_error: bool = False,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        tests_as_code: bool = False,
     ) -> BatchResult:
         """Run one program once per input (its stdin), one after the other.
 
@@ -494,6 +501,10 @@ class WorkerSandbox:
         (with the program run as `module_name`). Otherwise `program` is a command, as in
         `exec`. Each run gets `timeout_per_run`; runs not started by `timeout_total` are
         left out of `results`, as are those after a failure when `stop_on_error`.
+
+        With `tests_as_code` (Python only), each input is not stdin but test code, run
+        after the program (and harness) in its namespace, from a clean interpreter state;
+        the runs' stdin is empty. `BatchResult.completed` says which runs got to the end.
         """
         per_run = _limits.check_timeout(timeout_per_run)
         total = _limits.check_timeout(timeout_total) if timeout_total is not None else None
@@ -505,8 +516,12 @@ class WorkerSandbox:
             blobs.append(program.encode())
             if harness is not None:
                 blobs.append(harness.encode())
-            extra.update(mode="python", n_code=len(blobs), name=module_name)
+            extra.update(
+                mode="python", n_code=len(blobs), name=module_name, tests_as_code=tests_as_code
+            )
         else:
+            if tests_as_code:
+                raise ConfigError("tests_as_code needs python=True")
             extra.update(mode="argv", argv=argv_of(program))
         blobs += [_as_bytes(item, "input") for item in inputs]
         request = self._request("batch", timeout=per_run, env=env, cwd=cwd, **extra)
@@ -521,7 +536,8 @@ class WorkerSandbox:
             _exec_result(head, out[2 * i], out[2 * i + 1])
             for i, head in enumerate(reply["results"])
         ]
-        return BatchResult(results=results)
+        completed = [head.get("completed") is True for head in reply["results"]]
+        return BatchResult(results=results, completed=completed)
 
     async def write_file(self, path: str, data: str | bytes, *, mode: int | None = None) -> None:
         """Write a file (parents created); relative paths are relative to the workdir."""

@@ -29,6 +29,14 @@ Python fast path: ``python`` and ``batch`` requests run compiled Python code in 
 forked child itself (``exec`` of a code object, no new interpreter). The code is
 compiled once, in the worker, and every forked child inherits the code object.
 
+Completion: a Python child reports that its code ran to the end (no exception, no
+``SystemExit``, no ``os._exit``) by writing a per-run nonce, drawn by the worker at the
+fork, to a pipe only the worker reads; the result says ``completed``. With
+``tests_as_code`` each batch input is test code (compiled here, never passed through
+stdin or a builtin the program could replace), run after the program in its namespace,
+with the builtins, trace and profile hooks reset first. A program that exits early,
+closes its stdout, kills its parent or prints a guessed marker never completes.
+
 Where the time goes, and what keeps it short (on a VM a page fault costs microseconds,
 and a fork of this ~8 MB process costs about a millisecond, most of it page tables and
 copy-on-write faults):
@@ -78,8 +86,9 @@ PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CAPABILITY_VERSION_3 = 0x20080522
 PF_EXITING = 0x4  # /proc/PID/stat flags: the process is exiting
 GO, SPARE = b"g", b"s"  # what a child forked ahead reads when its turn comes
-RUN_KEYS = ("env", "cwd", "limits", "mode", "argv", "args", "codes")  # what a spare gets
+RUN_KEYS = ("env", "cwd", "limits", "mode", "argv", "args", "codes", "test")  # a spare's
 SPARE_MAX_BYTES = 60 << 10  # a spare's run (code and stdin) must fit in its go pipe
+NONCE_BYTES = 16
 
 
 def _libc_prctl() -> Any:
@@ -89,6 +98,7 @@ def _libc_prctl() -> Any:
 
 
 _PRCTL = _libc_prctl()  # bound once in the worker; every forked child inherits it
+_PRISTINE_BUILTINS = dict(builtins.__dict__)  # restored before a run's test code
 
 
 def encode_frame(header: dict[str, Any], blobs: Sequence[bytes] = ()) -> bytes:
@@ -291,14 +301,42 @@ def _make_stdio() -> tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]
     )
 
 
-def _run_python(spec: dict[str, Any]) -> int:
+def _run_python(
+    spec: dict[str, Any],
+    # Bound when the call starts: what the user's code replaces later does not reach here.
+    _exec: Any = exec,
+    _write: Any = os.write,
+    _close: Any = os.close,
+    _settrace: Any = sys.settrace,
+    _setprofile: Any = sys.setprofile,
+    _builtins_dict: dict[str, Any] = builtins.__dict__,
+    _pristine: dict[str, Any] = _PRISTINE_BUILTINS,
+    _isinstance: Any = isinstance,
+    _str: type = str,
+) -> int:
     code = 0
+    done_fd, nonce = spec.pop("done", (-1, b""))
+    test = spec.get("test")
+    completed = False
     try:
         # a fresh namespace per child; the code objects are the worker's (or a copy)
         namespace = {"__builtins__": builtins, "__doc__": None}
         for compiled, name in spec["codes"]:
             namespace["__name__"] = name
-            exec(compiled, namespace)
+            _exec(compiled, namespace)
+        if test is not None:
+            # The test judges the program: it runs with the interpreter the program found,
+            # not one the program rewired (builtins, trace and profile hooks).
+            _settrace(None)
+            _setprofile(None)
+            for key in [k for k in _builtins_dict if k not in _pristine]:
+                del _builtins_dict[key]
+            _builtins_dict.update(_pristine)
+            namespace["__builtins__"] = builtins
+            if _isinstance(test, _str):  # the test itself does not compile
+                raise SyntaxError(f"the test does not compile: {test}")
+            _exec(test, namespace)
+        completed = True
     except SystemExit as exc:
         if exc.code is None:
             code = 0
@@ -316,6 +354,16 @@ def _run_python(spec: dict[str, Any]) -> int:
         try:
             stream.flush()
         except Exception:  # a closed or broken stream must not change the exit code
+            pass
+    if completed and done_fd >= 0:
+        try:
+            _write(done_fd, nonce)
+        except OSError:
+            pass
+    if done_fd >= 0:
+        try:
+            _close(done_fd)
+        except OSError:
             pass
     return code
 
@@ -347,12 +395,32 @@ class Run:
         self.reaped = False
         self.ended = 0.0
         self.timed_out = False
+        self.done_r = -1  # where a Python child writes its nonce once its code completed
+        self.nonce = b""
+
+    def completed(self) -> bool:
+        """Whether the child wrote its nonce (its code ran to the end); closes the pipe."""
+        if self.done_r < 0:
+            return False
+        try:
+            data = os.read(self.done_r, 2 * NONCE_BYTES)
+        except OSError:
+            data = b""
+        self.close_done()
+        return bool(self.nonce) and data == self.nonce
+
+    def close_done(self) -> None:
+        if self.done_r >= 0:
+            os.close(self.done_r)
+            self.done_r = -1
 
     def result(self) -> tuple[dict[str, Any], list[bytes]]:
         status = self.status if self.status is not None else -signal.SIGKILL
+        completed = self.completed()
         return (
             {
                 "exit_code": status,
+                "completed": completed and status == 0 and not self.timed_out,
                 "timed_out": self.timed_out,
                 "duration_s": round(max((self.ended or time.monotonic()) - self.started, 0.0), 6),
                 "stdout_truncated": self.truncated[self.out_r],
@@ -382,6 +450,10 @@ class Job:
         self.deadline = time.monotonic() + float(request.get("total_timeout") or 1e9)
         self.timeout = float(request["timeout"])
         self.batch = request["op"] == "batch"
+        self.tests: list[Any] = []  # with tests_as_code: per input, a code object or an error
+
+    def test(self, index: int) -> Any:
+        return self.tests[index] if index < len(self.tests) else None
 
 
 class Worker:
@@ -557,7 +629,16 @@ class Worker:
                 return
             spec["codes"] = codes
             blobs = blobs[n_code:]
+        tests: list[Any] = []
+        if spec["mode"] == "python" and req.get("tests_as_code"):
+            for blob in blobs:
+                try:
+                    tests.append(self.compiled(blob, "<test>"))
+                except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+                    tests.append("".join(traceback.format_exception_only(*sys.exc_info()[:2])))
+            blobs = [b""] * len(blobs)  # the test is code, the run's stdin is empty
         job = Job(req, blobs if op == "batch" else blobs[:1], spec)
+        job.tests = tests
         self.jobs[job.id] = job
         if self.exiting and all(other is None for other, _ in self.runs.values()):
             self.wait_exiting()
@@ -590,6 +671,7 @@ class Worker:
     def fork_run(self, job: Job, *, waiting: bool) -> Run | None:
         """Fork the child for the job's next input; None (and a result) if fork fails."""
         stdin = job.stdins[job.index]
+        job.spec["test"] = job.test(job.index)
         job.index += 1
         try:
             return self.fork_child(job, job.spec, stdin, waiting=waiting)
@@ -622,8 +704,15 @@ class Worker:
             if waiting:
                 go_r, go_w = os.pipe()
                 own += [go_r, go_w]
+            done_r = done_w = -1
+            nonce = b""
+            if spec.get("mode") != "argv":  # a Python run (or a spare, which may be one)
+                done_r, done_w = os.pipe()
+                own += [done_r, done_w]
+                nonce = os.urandom(NONCE_BYTES)
+            spec["done"] = (done_w, nonce)
             # the child closes all of these once its stdio is in place, all but its go pipe
-            spec["close_fds"] = sorted({*self.worker_fds(), *own} - {go_r, 0, 1, 2})
+            spec["close_fds"] = sorted({*self.worker_fds(), *own} - {go_r, done_w, 0, 1, 2})
             pid = os.fork()
         except OSError:
             for fd in own:
@@ -631,11 +720,14 @@ class Worker:
             raise
         if pid == 0:
             _child(spec, stdin_fd, out_w, err_w, go_r)
-        for fd in (stdin_fd, out_w, err_w, go_r):
+        for fd in (stdin_fd, out_w, err_w, go_r, done_w):
             if fd >= 0:
                 os.close(fd)
         cap = int((spec.get("limits") or {}).get("output") or 1 << 20)
         run = Run(pid, out_r, err_r, float("inf"), cap, go_w)
+        run.done_r, run.nonce = done_r, nonce
+        if done_r >= 0:
+            os.set_blocking(done_r, False)
         self.runs[pid] = (job, run)
         if go_w >= 0:
             os.set_blocking(go_w, False)  # a write that does not fit drops the child instead
@@ -662,6 +754,7 @@ class Worker:
         if spare.status is not None:  # it died waiting (killed from inside the sandbox)
             self.drop(spare)
             return None
+        job.spec["test"] = job.test(job.index)
         run = {key: job.spec[key] for key in RUN_KEYS if key in job.spec}
         run["stdin"] = job.stdins[job.index]
         payload = marshal.dumps(run)
@@ -709,6 +802,7 @@ class Worker:
                 pass
         for fd in list(run.open):
             self.close_fd(run, fd)
+        run.close_done()
         self.runs.pop(run.pid, None)
         if not run.reaped:
             self.exiting.add(run.pid)  # reaped when it ends, like a finished run

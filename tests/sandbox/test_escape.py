@@ -334,3 +334,23 @@ async def test_sandboxed_code_cannot_forge_its_result(box: WorkerSandbox, how: s
         "CapBnd": "0000000000000000",
         "NoNewPrivs": "1",
     }, status.stdout
+
+
+async def test_only_code_that_ran_to_its_end_is_completed(box: WorkerSandbox) -> None:
+    tests = ["assert f(1) == 2\n", "assert f(2) == 3\n"]
+    programs = {
+        "def f(x):\n    return x + 1\n": [True, True],
+        "def f(x):\n    return x\n": [False, False],
+        "import sys\nsys.exit(0)\n": [False, False],
+        "import os\nos._exit(0)\n": [False, False],
+        "import sys, io\nsys.stdin = io.StringIO('')\ndef f(x):\n    return x\n": [False, False],
+        "import builtins\nbuiltins.exec = print\ndef f(x):\n    return x\n": [False, False],
+    }
+    for program, expected in programs.items():
+        batch = await box.run_batch(
+            program, tests, python=True, module_name="solution", tests_as_code=True
+        )
+        assert batch.completed == expected, (program, batch)
+    plain = await box.run_batch("print(input())", ["a", "b"], python=True)
+    assert plain.completed == [True, True]
+    assert [r.stdout for r in plain.results] == ["a\n", "b\n"]
