@@ -493,9 +493,11 @@ out = {"status": {}}
 with open("/proc/self/status") as handle:
     for line in handle:
         key, _, value = line.partition(":")
-        if key in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "NoNewPrivs"):
+        if key in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "NoNewPrivs", "Uid"):
             out["status"][key] = value.strip()
-if any(int(out["status"].get(k, "0"), 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb")):
+if any(int(out["status"].get(k, "0"), 16) for k in ("CapEff", "CapPrm", "CapAmb")) or (
+    os.getuid() == 0 and int(out["status"].get("CapBnd", "0"), 16)
+):
     # With capabilities, the attempts below could succeed, and on a provider without
     # namespaces change the host's own mounts: stop here, the check fails already.
     print(json.dumps(out))
@@ -526,7 +528,8 @@ print(json.dumps(out))
 @check
 async def check_no_privileges(ctx: CheckContext) -> None:
     """Sandboxed code holds no capability and can gain none (also when the host runs as
-    root): every capability set is empty and no_new_privs is set; then (only then, so
+    root): its capability sets are empty (the bounding set too, for uid 0) and
+    no_new_privs is set; then (only then, so
     the check never changes a host's mounts) remounting `/usr` or `/etc` writable fails
     and gives no write access, unmounting the masks (`/etc/shadow`, `/etc/gshadow`)
     fails, and so does making a mount namespace."""
@@ -536,7 +539,10 @@ async def check_no_privileges(ctx: CheckContext) -> None:
     out = json.loads(result.stdout)
     zero = "0000000000000000"
     status = out["status"]
-    for key in ("CapEff", "CapPrm", "CapBnd", "CapAmb"):
+    # The bounding set matters for uid 0 alone (it regains the set on exec); anyone else
+    # gains nothing from it under no_new_privs.
+    root = status.get("Uid", "0").split()[0] == "0"
+    for key in ("CapEff", "CapPrm", "CapAmb", *(("CapBnd",) if root else ())):
         _expect(status.get(key, zero) == zero, f"{key} is {status.get(key)}, not empty")
     _expect(status.get("NoNewPrivs") == "1", f"no_new_privs is {status.get('NoNewPrivs')}")
     for path in ("/usr", "/etc"):
