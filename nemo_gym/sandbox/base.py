@@ -298,14 +298,16 @@ class WorkerSandbox:
                 header = json.loads(await reader.readexactly(head_len))
                 if not isinstance(header, dict):
                     raise ValueError("a reply header that is not an object")
-                cap = self._caps.get(header.get("id"), (0, 0))[1]
+                rid = header.get("id")
+                rid = rid if isinstance(rid, int) else -1
+                cap = self._caps.get(rid, (0, 0))[1]
                 if body_len > cap:
                     raise _Oversized(f"a reply of {body_len} bytes (at most {cap} allowed)")
                 body = await reader.readexactly(body_len) if body_len else b""
                 if header.get("ready") and self._ready is not None and not self._ready.done():
                     self._ready.set_result(None)
                     continue
-                future = self._pending.get(header.get("id"))
+                future = self._pending.get(rid)
                 if future is not None and not future.done():
                     future.set_result((header, split_blobs(header, body)))
         except _Oversized as exc:
