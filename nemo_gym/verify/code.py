@@ -280,7 +280,13 @@ import builtins, os, sys
 
 def _main(_exec=exec, _compile=compile, _write=os.write, _settrace=sys.settrace,
           _setprofile=sys.setprofile, _pristine=dict(builtins.__dict__)):
-    nonce = sys.stdin.buffer.readline().strip()
+    nonce = b""
+    while not nonce.endswith(b"\n"):  # unbuffered: the rest stays for open(0) and input()
+        byte = os.read(0, 1)
+        if not byte:
+            break
+        nonce += byte
+    nonce = nonce.strip()
     mode, module, harness = sys.argv[1], sys.argv[2], sys.argv[3]
     test = sys.stdin.buffer.read() if mode == "assert" else None
     with open("solution.py", "rb") as handle:

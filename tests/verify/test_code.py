@@ -340,3 +340,12 @@ async def test_leaving_early_never_passes(any_path_verifier: CodeVerifier, layou
         assert result.reward == 0.0, (name, result.metadata)
         statuses = {t["status"] for t in result.metadata["tests"]}
         assert "passed" not in statuses, (name, statuses)
+
+
+async def test_the_exec_path_leaves_stdin_whole_for_the_program() -> None:
+    async with CodeVerifier(provider=_PlainProvider(), timeout_per_test=5, pool_size=1) as v:
+        raw = "import os\na, b = map(int, os.read(0, 100).split())\nprint(a + b)\n"
+        opened = "print(sum(map(int, open(0).read().split())))\n"
+        for code in (raw, opened, ADD):
+            result = await v.verify(task(tests=ADD_TESTS), reply(code))
+            assert result.reward == 1.0, (code, result.metadata)
