@@ -107,15 +107,34 @@ class HarborTask:
         return value
 
     def files(self, folder: str) -> list[tuple[str, bytes]]:
-        """(relative path, bytes) of every file under `folder/`, sorted."""
+        """(relative path, bytes) of every file under `folder/`, sorted.
+
+        A symlink whose target lies outside the task directory raises `ConfigError`
+        (see `_inside`): it would carry a host file into the build context, the sandbox
+        and the rows.
+        """
         root = self.path / folder
         if not root.is_dir():
             return []
-        return [
-            (p.relative_to(root).as_posix(), p.read_bytes())
-            for p in sorted(root.rglob("*"))
-            if p.is_file()
-        ]
+        _inside(self.path, root)
+        out = []
+        for p in sorted(root.rglob("*")):
+            _inside(self.path, p)
+            if p.is_file():
+                out.append((p.relative_to(root).as_posix(), p.read_bytes()))
+        return out
+
+
+def _inside(task_dir: Path, path: Path) -> Path:
+    """`path`, checked to stay inside `task_dir` once every symlink is followed."""
+    base = task_dir.resolve()
+    target = path.resolve()
+    if target != base and base not in target.parents:
+        raise ConfigError(
+            f"{path}: a symlink to {target}, outside the task directory {base}; "
+            "task files must live inside it"
+        )
+    return path
 
 
 def load_task(path: str | Path) -> HarborTask:
@@ -123,6 +142,9 @@ def load_task(path: str | Path) -> HarborTask:
     path = Path(path)
     instruction_path = path / "instruction.md"
     config_path = path / "task.toml"
+    for name in ("instruction.md", "task.toml", "tests", "tests/test.sh", "environment"):
+        if (path / name).exists() or (path / name).is_symlink():
+            _inside(path, path / name)
     if not instruction_path.is_file():
         raise ConfigError(f"{path}: not a Harbor task directory (no instruction.md)")
     if (path / "steps").is_dir():

@@ -96,6 +96,9 @@ def apptainer_argv(
     if writable_tmpfs:
         argv.append("--writable-tmpfs")
     argv += ["--bind", f"{host_workdir}:{workdir}", "--pwd", workdir]
+    if os.geteuid() == 0:
+        # root keeps capabilities in the container otherwise (the worker drops them too)
+        argv.append("--no-privs")
     worker = [python, "-I", "-c", worker_source()]
     if spec.network == "loopback":
         if not net_dir:
@@ -198,6 +201,9 @@ class ApptainerProvider(Provider):
                 "PYTHONDONTWRITEBYTECODE": "1",
             },
             process_env=process_env,
+            # apptainer's starter may not pass other descriptors through; no bwrap init
+            # holds stdio inside its container
+            channel_on_stdio=True,
             process_cwd=host_workdir,
             cleanup=cleanup,
         )

@@ -1,19 +1,29 @@
 """Shared machinery of the `local` and `process` providers: the host side of the worker.
 
 A `WorkerSandbox` owns one worker process (`worker.py`), started once, and sends it
-requests over a pipe; the worker forks one child per exec. Requests may overlap: each
-carries an id and its reply is matched to the waiting call.
+requests over a channel; the worker forks one child per exec. Requests may overlap:
+each carries an id and its reply is matched to the waiting call.
+
+The channel is a unix socket pair, never a pipe: a pipe held by any process can be
+reopened for writing through `/proc/PID/fd/N` by code running as the same user, and
+sandboxed code could then write reply frames the host would believe (an exit code and
+output the command never produced). A socket cannot be opened through `/proc` at all;
+the worker is also non-dumpable (see `worker.py`), so its descriptors cannot be taken
+with `pidfd_getfd` or ptrace either. Each reply frame is also capped at what its
+request may legitimately produce (the exec output cap per stream and run), so even a
+misbehaving worker cannot make the host buffer more.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 import json
 import logging
 import os
+import secrets
 import signal
+import socket
 import struct
 import sys
 import uuid
@@ -35,6 +45,9 @@ logger = logging.getLogger(__name__)
 START_TIMEOUT_S = 20.0
 REPLY_SLACK_S = 10.0  # how late past its own deadline a reply may be before the worker is stuck
 CLOSE_WAIT_S = 2.0
+HEADER_MAX_BYTES = 64 << 10
+"""The largest reply header the host reads (a batch's grows by `RUN_HEADER_BYTES` a run)."""
+RUN_HEADER_BYTES = 512
 
 
 @cache
@@ -45,10 +58,16 @@ def worker_source() -> str:
 
 @dataclass(frozen=True)
 class BatchResult:
-    """The outcome of `run_batch`: a compile error, or one `ExecResult` per input run."""
+    """The outcome of `run_batch`: a compile error, or one `ExecResult` per input run.
+
+    `completed[i]` (Python runs only) is True when run i's code, and its test with
+    `tests_as_code`, ran to the end: no exception, no `SystemExit` (even `exit(0)`), no
+    `os._exit`, no death by signal. The worker alone can say so (see `worker.py`).
+    """
 
     results: list[ExecResult] = field(default_factory=list)
     compile_error: str | None = None
+    completed: list[bool] = field(default_factory=list)
 
 
 def _decode(data: bytes) -> str:
@@ -118,25 +137,33 @@ class WorkerSandbox:
         process_cwd: str | None = None,
         cleanup: Callable[[], Awaitable[None]] | None = None,
         remove_workdir: bool = False,
+        channel_on_stdio: bool = False,
     ) -> None:
         self.provider = provider
         self.spec = spec
         self.workdir = workdir
         self.limits = _limits.resolve(spec.limits)
         self._worker_limits = _limits.worker_limits(self.limits)
-        config = json.dumps(
-            {"workdir": workdir, "env": {**env, **spec.env}, "remove_workdir": remove_workdir}
-        )
-        self._argv = [*argv, config]
+        self._config: dict[str, Any] = {
+            "workdir": workdir,
+            "env": {**env, **spec.env},
+            "remove_workdir": remove_workdir,
+        }
+        self._argv = argv
+        # Off stdio by default: bwrap's init (the sandbox's pid 1, which user code could
+        # reach) keeps fds 0-2 but closes every other descriptor before it waits.
+        self._channel_on_stdio = channel_on_stdio
         self._process_env = process_env
         self._process_cwd = process_cwd
         self._cleanup = cleanup
         self._proc: asyncio.subprocess.Process | None = None
+        self._channel: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._stderr_task: asyncio.Task[None] | None = None
         self._stderr_tail: collections.deque[bytes] = collections.deque(maxlen=64)
         self._pending: dict[int, asyncio.Future[tuple[dict[str, Any], list[bytes]]]] = {}
-        self._ids = itertools.count(1)
+        self._caps: dict[int, tuple[int, int]] = {}  # request id: (header, body) byte caps
+        self._last_id = secrets.randbelow(1 << 32)
         self._error: str | None = None
         self._closed = False
         self._ready: asyncio.Future[None] | None = None
@@ -147,20 +174,31 @@ class WorkerSandbox:
         """Start the worker and wait until it says it is ready; `SandboxError` if it cannot."""
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
+        ours, theirs = socket.socketpair()
+        stdio: dict[str, Any] = {"stdin": theirs, "stdout": theirs}
+        config = dict(self._config)
+        if not self._channel_on_stdio:
+            stdio = {"stdin": asyncio.subprocess.DEVNULL, "stdout": asyncio.subprocess.DEVNULL}
+            stdio["pass_fds"] = (theirs.fileno(),)
+            config["channel_fd"] = theirs.fileno()
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *self._argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
+                json.dumps(config),
+                **stdio,
                 stderr=asyncio.subprocess.PIPE,
                 env=self._process_env,
                 cwd=self._process_cwd,
                 start_new_session=True,
                 limit=1 << 20,
             )
+            self._channel = await asyncio.open_connection(sock=ours, limit=1 << 20)
         except OSError as exc:
+            ours.close()
             await self._run_cleanup()
             raise SandboxError(f"{self.provider} sandbox could not start: {exc}") from exc
+        finally:
+            theirs.close()
         self._reader = asyncio.create_task(self._read_replies())
         self._stderr_task = asyncio.create_task(self._read_stderr())
         timeout = float(self.spec.options.get("start_timeout", START_TIMEOUT_S))
@@ -184,12 +222,12 @@ class WorkerSandbox:
         self._closed = True
         self._fail("the sandbox is closed")
         proc = self._proc
-        if proc is not None and proc.returncode is None:
+        if proc is not None and proc.returncode is None and self._channel is not None:
             try:
-                assert proc.stdin is not None
-                proc.stdin.write(encode_frame({"op": "shutdown", "id": 0}))
-                proc.stdin.close()
-            except (ConnectionError, RuntimeError):
+                writer = self._channel[1]
+                writer.write(encode_frame({"op": "shutdown", "id": self._new_id()}))
+                writer.write_eof()
+            except (OSError, RuntimeError):
                 pass
             try:
                 async with asyncio.timeout(CLOSE_WAIT_S):
@@ -204,6 +242,8 @@ class WorkerSandbox:
                     await task
                 except asyncio.CancelledError:
                     pass
+        if self._channel is not None:
+            self._channel[1].close()
         await self._run_cleanup()
 
     async def _run_cleanup(self) -> None:
@@ -243,20 +283,38 @@ class WorkerSandbox:
         text = b"".join(self._stderr_tail).decode(errors="replace").strip()
         return f"\n{text[-2000:]}" if text else ""
 
+    def _header_cap(self) -> int:
+        return max((head for head, _ in self._caps.values()), default=HEADER_MAX_BYTES)
+
     async def _read_replies(self) -> None:
         proc = self._proc
-        assert proc is not None and proc.stdout is not None
+        assert proc is not None and self._channel is not None
+        reader = self._channel[0]
         try:
             while True:
-                head_len, body_len = FRAME.unpack(await proc.stdout.readexactly(FRAME.size))
-                header = json.loads(await proc.stdout.readexactly(head_len))
-                body = await proc.stdout.readexactly(body_len) if body_len else b""
+                head_len, body_len = FRAME.unpack(await reader.readexactly(FRAME.size))
+                if head_len > self._header_cap():
+                    raise _Oversized(f"a reply header of {head_len} bytes")
+                header = json.loads(await reader.readexactly(head_len))
+                if not isinstance(header, dict):
+                    raise ValueError("a reply header that is not an object")
+                rid = header.get("id")
+                rid = rid if isinstance(rid, int) else -1
+                cap = self._caps.get(rid, (0, 0))[1]
+                if body_len > cap:
+                    raise _Oversized(f"a reply of {body_len} bytes (at most {cap} allowed)")
+                body = await reader.readexactly(body_len) if body_len else b""
                 if header.get("ready") and self._ready is not None and not self._ready.done():
                     self._ready.set_result(None)
                     continue
-                future = self._pending.get(header.get("id"))
+                future = self._pending.get(rid)
                 if future is not None and not future.done():
                     future.set_result((header, split_blobs(header, body)))
+        except _Oversized as exc:
+            # Only a broken or subverted worker sends these: nothing it says is trusted now.
+            self._fail(f"the {self.provider} sandbox worker sent {exc}; the sandbox is unusable")
+            self._kill_worker()
+            await proc.wait()
         except (asyncio.IncompleteReadError, ConnectionError, struct.error, ValueError) as exc:
             code = await proc.wait()
             if not self._closed:
@@ -275,21 +333,29 @@ class WorkerSandbox:
             logger.debug("%s worker stderr: %s", self.provider, chunk[:500])
 
     async def _call(
-        self, header: dict[str, Any], blobs: Sequence[bytes], wait_s: float
+        self,
+        header: dict[str, Any],
+        blobs: Sequence[bytes],
+        wait_s: float,
+        *,
+        reply_bytes: int = 0,
+        runs: int = 1,
     ) -> tuple[dict[str, Any], list[bytes]]:
+        """Send one request and wait for its reply, whose body may hold `reply_bytes`."""
         if self._error is not None:
             raise SandboxError(self._error)
-        proc = self._proc
-        if proc is None or proc.stdin is None:
+        if self._proc is None or self._channel is None:
             raise SandboxError(f"the {self.provider} sandbox is not started")
-        rid = next(self._ids)
+        writer = self._channel[1]
+        rid = self._new_id()
         future: asyncio.Future[tuple[dict[str, Any], list[bytes]]] = (
             asyncio.get_running_loop().create_future()
         )
         self._pending[rid] = future
+        self._caps[rid] = (HEADER_MAX_BYTES + RUN_HEADER_BYTES * runs, reply_bytes)
         try:
-            proc.stdin.write(encode_frame({**header, "id": rid}, blobs))
-            await proc.stdin.drain()
+            writer.write(encode_frame({**header, "id": rid}, blobs))
+            await writer.drain()
             async with asyncio.timeout(wait_s):
                 reply, reply_blobs = await future
         except (ConnectionError, RuntimeError) as exc:
@@ -301,23 +367,39 @@ class WorkerSandbox:
             self._kill_worker()
             raise SandboxError(self._error or "stuck") from None
         except asyncio.CancelledError:
-            self._send_nowait({"op": "kill", "target": rid, "id": 0})
+            self._send_nowait({"op": "kill", "target": rid, "id": self._new_id()})
             raise
         finally:
             self._pending.pop(rid, None)
+            self._caps.pop(rid, None)
         if not reply.get("ok"):
             if reply.get("errno"):
                 raise OSError(reply["errno"], reply.get("error", ""), reply.get("path"))
             raise SandboxError(f"the sandbox worker refused a request: {reply.get('error')}")
         return reply, reply_blobs
 
+    def _new_id(self) -> int:
+        """A request id above every earlier one, by a step nobody can predict.
+
+        The worker drops a request whose id is not above the last it served. Where
+        sandboxed code can take the host's end of the channel (the `process` provider
+        as a user whom the kernel lets ptrace the trainer), it can inject requests, but
+        never one whose reply the host would take: it cannot know the next id.
+        """
+        self._last_id += secrets.randbelow(1 << 32) + 1
+        return self._last_id
+
     def _send_nowait(self, header: dict[str, Any]) -> None:
         proc = self._proc
-        if proc is not None and proc.stdin is not None and proc.returncode is None:
+        if proc is not None and self._channel is not None and proc.returncode is None:
             try:
-                proc.stdin.write(encode_frame(header))
-            except (ConnectionError, RuntimeError):
+                self._channel[1].write(encode_frame(header))
+            except (OSError, RuntimeError):
                 pass
+
+    def _run_bytes(self, runs: int = 1) -> int:
+        """The most reply body `runs` execs may produce: stdout and stderr, each capped."""
+        return 2 * self._worker_limits["output"] * runs
 
     # -- paths
 
@@ -359,7 +441,10 @@ class WorkerSandbox:
         """Run a command (a string runs with `/bin/sh -c`); never raises for what it did."""
         request = self._request("exec", timeout=timeout, env=env, cwd=cwd, argv=argv_of(cmd))
         reply, blobs = await self._call(
-            request, [_as_bytes(stdin, "stdin")], request["timeout"] + REPLY_SLACK_S
+            request,
+            [_as_bytes(stdin, "stdin")],
+            request["timeout"] + REPLY_SLACK_S,
+            reply_bytes=self._run_bytes(),
         )
         return _exec_result(reply, *blobs)
 
@@ -386,7 +471,10 @@ class WorkerSandbox:
             "python", timeout=timeout, env=env, cwd=cwd, args=[str(a) for a in args]
         )
         reply, blobs = await self._call(
-            request, [code.encode(), _as_bytes(stdin, "stdin")], request["timeout"] + REPLY_SLACK_S
+            request,
+            [code.encode(), _as_bytes(stdin, "stdin")],
+            request["timeout"] + REPLY_SLACK_S,
+            reply_bytes=self._run_bytes(),
         )
         if "compile_error" in reply:
             return ExecResult(exit_code=1, stderr=reply["compile_error"])
@@ -405,6 +493,7 @@ class WorkerSandbox:
         stop_on_error: bool = False,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        tests_as_code: bool = False,
     ) -> BatchResult:
         """Run one program once per input (its stdin), one after the other.
 
@@ -414,6 +503,10 @@ class WorkerSandbox:
         (with the program run as `module_name`). Otherwise `program` is a command, as in
         `exec`. Each run gets `timeout_per_run`; runs not started by `timeout_total` are
         left out of `results`, as are those after a failure when `stop_on_error`.
+
+        With `tests_as_code` (Python only), each input is not stdin but test code, run
+        after the program (and harness) in its namespace, from a clean interpreter state;
+        the runs' stdin is empty. `BatchResult.completed` says which runs got to the end.
         """
         per_run = _limits.check_timeout(timeout_per_run)
         total = _limits.check_timeout(timeout_total) if timeout_total is not None else None
@@ -425,20 +518,28 @@ class WorkerSandbox:
             blobs.append(program.encode())
             if harness is not None:
                 blobs.append(harness.encode())
-            extra.update(mode="python", n_code=len(blobs), name=module_name)
+            extra.update(
+                mode="python", n_code=len(blobs), name=module_name, tests_as_code=tests_as_code
+            )
         else:
+            if tests_as_code:
+                raise ConfigError("tests_as_code needs python=True")
             extra.update(mode="argv", argv=argv_of(program))
         blobs += [_as_bytes(item, "input") for item in inputs]
         request = self._request("batch", timeout=per_run, env=env, cwd=cwd, **extra)
         wait = (total if total is not None else per_run * max(len(inputs), 1)) + REPLY_SLACK_S
-        reply, out = await self._call(request, blobs, wait)
+        runs = max(len(inputs), 1)
+        reply, out = await self._call(
+            request, blobs, wait, reply_bytes=self._run_bytes(runs), runs=runs
+        )
         if "compile_error" in reply:
             return BatchResult(compile_error=reply["compile_error"])
         results = [
             _exec_result(head, out[2 * i], out[2 * i + 1])
             for i, head in enumerate(reply["results"])
         ]
-        return BatchResult(results=results)
+        completed = [head.get("completed") is True for head in reply["results"]]
+        return BatchResult(results=results, completed=completed)
 
     async def write_file(self, path: str, data: str | bytes, *, mode: int | None = None) -> None:
         """Write a file (parents created); relative paths are relative to the workdir."""
@@ -449,13 +550,27 @@ class WorkerSandbox:
         )
 
     async def read_file(self, path: str) -> bytes:
-        """Read a file's bytes; `FileNotFoundError` (an `OSError`) when it is missing."""
-        _, blobs = await self._call({"op": "read", "path": self.host_path(path)}, [], 60.0)
+        """Read a file's bytes; `FileNotFoundError` (an `OSError`) when it is missing.
+
+        A file larger than the sandbox's `file_size_bytes` limit (what an exec may write)
+        raises `OSError(EFBIG)`: the host never buffers more than that.
+        """
+        cap = int(self.limits.file_size_bytes or 0)
+        _, blobs = await self._call(
+            {"op": "read", "path": self.host_path(path), "max_bytes": cap},
+            [],
+            60.0,
+            reply_bytes=cap,
+        )
         return blobs[0] if blobs else b""
 
     async def reset(self) -> None:
         """Kill every process the sandbox's execs left behind and empty the workdir."""
         await self._call({"op": "reset"}, [], 30.0)
+
+
+class _Oversized(Exception):
+    """A reply frame larger than its request allows."""
 
 
 def new_name() -> str:

@@ -18,7 +18,8 @@ any script or notebook, `await self_check(provider, spec)` (inspect_ai's idea) r
 one `CheckOutcome` per check.
 
 What it covers: exec and exit codes, stdout/stderr, stdin (also large and absent), env,
-cwd, timeouts, output caps, binary files in and out, concurrent execs, `close` being
+cwd, timeouts, output caps, binary files in and out, concurrent execs, no capability
+held or gainable (remounts and unmounts refused, also as root), `close` being
 idempotent, cleanup when an exec is cancelled mid-run, cleanup when the sandbox's
 owner process is SIGKILLed, and `network="loopback"` reaching its port and nothing else.
 The cancellation and owner-killed checks look for leftover processes in this host's
@@ -481,6 +482,75 @@ async def check_loopback_network(ctx: CheckContext) -> None:
         _expect(outcome["interfaces"] == ["lo"], f"interfaces besides lo: {outcome}")
     _expect(seen["other"] == 0, f"{seen['other']} connection(s) reached the other port")
     _expect(seen["allowed"] == 2, f"the allowed port saw {seen['allowed']} connections, not 2")
+
+
+_PRIVILEGE_PROBE = r"""
+import ctypes, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+MS_REMOUNT, MS_BIND, MNT_DETACH = 32, 4096, 2
+
+out = {"status": {}}
+with open("/proc/self/status") as handle:
+    for line in handle:
+        key, _, value = line.partition(":")
+        if key in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "NoNewPrivs", "Uid"):
+            out["status"][key] = value.strip()
+if any(int(out["status"].get(k, "0"), 16) for k in ("CapEff", "CapPrm", "CapAmb")) or (
+    os.getuid() == 0 and int(out["status"].get("CapBnd", "0"), 16)
+):
+    # With capabilities, the attempts below could succeed, and on a provider without
+    # namespaces change the host's own mounts: stop here, the check fails already.
+    print(json.dumps(out))
+    sys.exit(0)
+
+def writable(path):
+    probe = os.path.join(path, ".nemo_gym_probe_%d" % os.getpid())
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except OSError:
+        return False
+    os.unlink(probe)
+    return True
+
+for path in ("/usr", "/etc"):
+    before = writable(path)
+    remounted = libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND, None) == 0
+    out[path] = {"remounted": remounted, "before": before, "after": writable(path)}
+out["unmounted"] = [
+    path for path in ("/etc/shadow", "/etc/gshadow")
+    if os.path.exists(path) and libc.umount2(path.encode(), MNT_DETACH) == 0
+]
+out["unshared"] = libc.unshare(0x00020000) == 0  # CLONE_NEWNS: a mount namespace
+print(json.dumps(out))
+"""
+
+
+@check
+async def check_no_privileges(ctx: CheckContext) -> None:
+    """Sandboxed code holds no capability and can gain none (also when the host runs as
+    root): its capability sets are empty (the bounding set too, for uid 0) and
+    no_new_privs is set; then (only then, so
+    the check never changes a host's mounts) remounting `/usr` or `/etc` writable fails
+    and gives no write access, unmounting the masks (`/etc/shadow`, `/etc/gshadow`)
+    fails, and so does making a mount namespace."""
+    async with ctx.provider.start(ctx.spec) as box:
+        result = await box.exec(["python3", "-c", _PRIVILEGE_PROBE], timeout=30)
+    _expect(result.ok, "the privilege probe failed", result)
+    out = json.loads(result.stdout)
+    zero = "0000000000000000"
+    status = out["status"]
+    # The bounding set matters for uid 0 alone (it regains the set on exec); anyone else
+    # gains nothing from it under no_new_privs.
+    root = status.get("Uid", "0").split()[0] == "0"
+    for key in ("CapEff", "CapPrm", "CapAmb", *(("CapBnd",) if root else ())):
+        _expect(status.get(key, zero) == zero, f"{key} is {status.get(key)}, not empty")
+    _expect(status.get("NoNewPrivs") == "1", f"no_new_privs is {status.get('NoNewPrivs')}")
+    for path in ("/usr", "/etc"):
+        probe = out[path]
+        _expect(not probe["remounted"], f"{path} could be remounted")
+        _expect(probe["after"] == probe["before"], f"{path} became writable: {probe}")
+    _expect(not out["unmounted"], f"could unmount {out['unmounted']}")
+    _expect(not out["unshared"], "could make a mount namespace of its own")
 
 
 # ------------------------------------------------------------------------- running

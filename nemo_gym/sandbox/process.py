@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 
+from nemo_gym.errors import ConfigError
 from nemo_gym.records import SandboxSpec
 from nemo_gym.sandbox.base import Provider, WorkerSandbox, in_pids_cgroup, worker_source
 from nemo_gym.sandbox.limits import resolve
@@ -47,23 +48,52 @@ class ProcessSandbox(WorkerSandbox):
         return path
 
 
+def unenforced(spec: SandboxSpec) -> list[str]:
+    """What of `spec` the `process` provider cannot enforce, one phrase each."""
+    found = []
+    if spec.network == "none":
+        found.append('network="none" (commands share the host network)')
+    elif spec.network == "loopback":
+        found.append(f'network="loopback" with ports={spec.ports} (every host port is reachable)')
+    if spec.image:
+        found.append(f"image={spec.image!r} (commands run on the host)")
+    return found
+
+
 class ProcessProvider(Provider):
     """Sandboxes as plain local processes with rlimits (no isolation; see the module doc).
 
-    `ProcessProvider(use_cgroup=True)`: set False to skip the pids cgroup even where
-    one is writable.
+    `ProcessProvider(use_cgroup=True, strict=False)`: `use_cgroup=False` skips the pids
+    cgroup even where one is writable. A spec asking for what this provider cannot
+    enforce (`network="none"` or `"loopback"`, an `image`) logs a warning once per
+    provider and kind, or, with `strict=True`, raises `ConfigError`.
     """
 
     name = "process"
 
-    def __init__(self, *, use_cgroup: bool = True) -> None:
+    def __init__(self, *, use_cgroup: bool = True, strict: bool = False) -> None:
         self.use_cgroup = use_cgroup
+        self.strict = strict
+        self._warned: set[str] = set()
 
     async def create(self, spec: SandboxSpec | None = None) -> ProcessSandbox:
         """Start a sandbox the caller must `close()` (`start` is the context-managed form)."""
         spec = spec or SandboxSpec()
-        if spec.image:
-            logger.warning("the process provider runs on the host; image %r is ignored", spec.image)
+        missing = unenforced(spec)
+        if missing and self.strict:
+            raise ConfigError(
+                "the process provider cannot enforce "
+                + "; ".join(missing)
+                + ": use the local, docker or apptainer provider, or network='host'"
+            )
+        for what in missing:
+            if what not in self._warned:
+                self._warned.add(what)
+                logger.warning(
+                    "the process provider does NOT enforce %s: it is not isolated "
+                    "(ProcessProvider(strict=True) refuses such specs)",
+                    what,
+                )
         processes = int(resolve(spec.limits).processes or 0)  # bad limits fail before mkdtemp
         tmp = tempfile.mkdtemp(prefix="nemo_gym_sandbox_")
         # +1: the worker itself lives in the cgroup

@@ -2,8 +2,17 @@
 
 This file is a standalone program (standard library only, no nemo_gym import): the
 providers run it as ``python -I -c <this source> <config json>`` inside the sandbox, so
-it needs no file on the sandbox's filesystem. It talks to the host over its stdin and
-stdout with frames (see `encode_frame`) and never forks the host (trainer) process.
+it needs no file on the sandbox's filesystem. It talks to the host over a unix socket
+on its stdin and stdout with frames (see `encode_frame`) and never forks the host
+(trainer) process.
+
+Sandboxed code must never reach that channel, or it could write replies (an exit code,
+an output) the host would take for its own. The worker moves the channel off fds 0/1
+and every child closes it before running anything; the worker drops every capability
+(also as root) and makes itself non-dumpable (see `_drop_privileges`), so nothing it
+runs can open ``/proc/<worker>/fd/*`` or take its descriptors with ``pidfd_getfd`` or
+ptrace; and a socket, unlike a pipe, cannot be reopened through ``/proc`` from any
+process that holds it (the sandbox's init, the host).
 
 Per request it forks a child that: starts its own session (``setsid``), applies the
 rlimits, gets its stdin from a memfd (never blocks the worker), has stdout and stderr
@@ -19,6 +28,14 @@ namespace kills whatever is left when the sandbox ends.
 Python fast path: ``python`` and ``batch`` requests run compiled Python code in the
 forked child itself (``exec`` of a code object, no new interpreter). The code is
 compiled once, in the worker, and every forked child inherits the code object.
+
+Completion: a Python child reports that its code ran to the end (no exception, no
+``SystemExit``, no ``os._exit``) by writing a per-run nonce, drawn by the worker at the
+fork, to a pipe only the worker reads; the result says ``completed``. With
+``tests_as_code`` each batch input is test code (compiled here, never passed through
+stdin or a builtin the program could replace), run after the program in its namespace,
+with the builtins, trace and profile hooks reset first. A program that exits early,
+closes its stdout, kills its parent or prints a guessed marker never completes.
 
 Where the time goes, and what keeps it short (on a VM a page fault costs microseconds,
 and a fork of this ~8 MB process costs about a millisecond, most of it page tables and
@@ -62,10 +79,26 @@ READ_CHUNK = 1 << 16
 PIPE_GRACE_S = 0.2  # after the child exits, how long to wait for pipes held by its leftovers
 MAX_SOURCE_BYTES = 1 << 20  # Python source the worker agrees to compile
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+CAPABILITY_VERSION_3 = 0x20080522
 PF_EXITING = 0x4  # /proc/PID/stat flags: the process is exiting
 GO, SPARE = b"g", b"s"  # what a child forked ahead reads when its turn comes
-RUN_KEYS = ("env", "cwd", "limits", "mode", "argv", "args", "codes")  # what a spare gets
+RUN_KEYS = ("env", "cwd", "limits", "mode", "argv", "args", "codes", "test")  # a spare's
 SPARE_MAX_BYTES = 60 << 10  # a spare's run (code and stdin) must fit in its go pipe
+NONCE_BYTES = 16
+
+
+def _libc_prctl() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+_PRCTL = _libc_prctl()  # bound once in the worker; every forked child inherits it
+_PRISTINE_BUILTINS = dict(builtins.__dict__)  # restored before a run's test code
 
 
 def encode_frame(header: dict[str, Any], blobs: Sequence[bytes] = ()) -> bytes:
@@ -127,12 +160,15 @@ def _child(spec: dict[str, Any], stdin_fd: int, out_w: int, err_w: int, go_r: in
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         # Every worker fd is close-on-exec; a Python child never execs, so it closes them
-        # here, or user code could write forged replies into the protocol pipe.
+        # here, or user code could write forged replies into the protocol channel.
         for fd in spec["close_fds"]:
             try:
                 os.close(fd)
             except OSError:
                 pass
+        # Dumpable again, now that it holds nothing of the worker's: the worker, which
+        # has no CAP_SYS_PTRACE, reads the exit code from /proc/PID/stat only then.
+        _PRCTL(PR_SET_DUMPABLE, 1, 0, 0, 0)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         if "mode" in spec:
@@ -265,14 +301,42 @@ def _make_stdio() -> tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]
     )
 
 
-def _run_python(spec: dict[str, Any]) -> int:
+def _run_python(
+    spec: dict[str, Any],
+    # Bound when the call starts: what the user's code replaces later does not reach here.
+    _exec: Any = exec,
+    _write: Any = os.write,
+    _close: Any = os.close,
+    _settrace: Any = sys.settrace,
+    _setprofile: Any = sys.setprofile,
+    _builtins_dict: dict[str, Any] = builtins.__dict__,
+    _pristine: dict[str, Any] = _PRISTINE_BUILTINS,
+    _isinstance: Any = isinstance,
+    _str: type = str,
+) -> int:
     code = 0
+    done_fd, nonce = spec.pop("done", (-1, b""))
+    test = spec.get("test")
+    completed = False
     try:
         # a fresh namespace per child; the code objects are the worker's (or a copy)
         namespace = {"__builtins__": builtins, "__doc__": None}
         for compiled, name in spec["codes"]:
             namespace["__name__"] = name
-            exec(compiled, namespace)
+            _exec(compiled, namespace)
+        if test is not None:
+            # The test judges the program: it runs with the interpreter the program found,
+            # not one the program rewired (builtins, trace and profile hooks).
+            _settrace(None)
+            _setprofile(None)
+            for key in [k for k in _builtins_dict if k not in _pristine]:
+                del _builtins_dict[key]
+            _builtins_dict.update(_pristine)
+            namespace["__builtins__"] = builtins
+            if _isinstance(test, _str):  # the test itself does not compile
+                raise SyntaxError(f"the test does not compile: {test}")
+            _exec(test, namespace)
+        completed = True
     except SystemExit as exc:
         if exc.code is None:
             code = 0
@@ -290,6 +354,16 @@ def _run_python(spec: dict[str, Any]) -> int:
         try:
             stream.flush()
         except Exception:  # a closed or broken stream must not change the exit code
+            pass
+    if completed and done_fd >= 0:
+        try:
+            _write(done_fd, nonce)
+        except OSError:
+            pass
+    if done_fd >= 0:
+        try:
+            _close(done_fd)
+        except OSError:
             pass
     return code
 
@@ -321,12 +395,32 @@ class Run:
         self.reaped = False
         self.ended = 0.0
         self.timed_out = False
+        self.done_r = -1  # where a Python child writes its nonce once its code completed
+        self.nonce = b""
+
+    def completed(self) -> bool:
+        """Whether the child wrote its nonce (its code ran to the end); closes the pipe."""
+        if self.done_r < 0:
+            return False
+        try:
+            data = os.read(self.done_r, 2 * NONCE_BYTES)
+        except OSError:
+            data = b""
+        self.close_done()
+        return bool(self.nonce) and data == self.nonce
+
+    def close_done(self) -> None:
+        if self.done_r >= 0:
+            os.close(self.done_r)
+            self.done_r = -1
 
     def result(self) -> tuple[dict[str, Any], list[bytes]]:
         status = self.status if self.status is not None else -signal.SIGKILL
+        completed = self.completed()
         return (
             {
                 "exit_code": status,
+                "completed": completed and status == 0 and not self.timed_out,
                 "timed_out": self.timed_out,
                 "duration_s": round(max((self.ended or time.monotonic()) - self.started, 0.0), 6),
                 "stdout_truncated": self.truncated[self.out_r],
@@ -356,6 +450,10 @@ class Job:
         self.deadline = time.monotonic() + float(request.get("total_timeout") or 1e9)
         self.timeout = float(request["timeout"])
         self.batch = request["op"] == "batch"
+        self.tests: list[Any] = []  # with tests_as_code: per input, a code object or an error
+
+    def test(self, index: int) -> Any:
+        return self.tests[index] if index < len(self.tests) else None
 
 
 class Worker:
@@ -366,6 +464,7 @@ class Worker:
         self.proto_in = proto_in
         self.proto_out = proto_out
         self.inbuf = bytearray()
+        self.last_id = 0
         self.jobs: dict[int, Job] = {}
         self.runs: dict[int, tuple[Job, Run]] = {}  # by pid
         self.fd_runs: dict[int, Run] = {}
@@ -392,7 +491,11 @@ class Worker:
         data = memoryview(encode_frame(header, blobs))
         try:
             while data:
-                data = data[os.write(self.proto_out, data) :]
+                try:
+                    data = data[os.write(self.proto_out, data) :]
+                except BlockingIOError:
+                    # in and out are one socket, made non-blocking for reading
+                    select.select([], [self.proto_out], [])
         except OSError:  # the host is gone: stop serving
             self.closing = True
 
@@ -413,6 +516,10 @@ class Worker:
             header = json.loads(bytes(self.inbuf[FRAME.size : FRAME.size + head_len]))
             body = bytes(self.inbuf[FRAME.size + head_len : end])
             del self.inbuf[:end]
+            rid = header.get("id") if isinstance(header, dict) else None
+            if not isinstance(rid, int) or rid <= self.last_id:
+                continue  # not the host's: its ids only grow (see WorkerSandbox._new_id)
+            self.last_id = rid
             try:
                 self.handle(header, split_blobs(header, body))
             except Exception as exc:  # a bad request answers with an error, the worker lives
@@ -427,7 +534,7 @@ class Worker:
         elif op == "write":
             self.file_op(req, lambda path: self._write(path, blobs[0], req.get("mode")))
         elif op == "read":
-            self.file_op(req, self._read)
+            self.file_op(req, lambda path: self._read(path, int(req.get("max_bytes") or 0)))
         elif op == "kill":
             job = self.jobs.get(req["target"])
             if job is not None and job.run is not None:
@@ -470,9 +577,12 @@ class Worker:
             os.chmod(path, mode)
 
     @staticmethod
-    def _read(path: str) -> bytes:
+    def _read(path: str, max_bytes: int) -> bytes:
         with open(path, "rb") as handle:
-            return handle.read()
+            data = handle.read(max_bytes + 1) if max_bytes else handle.read()
+        if max_bytes and len(data) > max_bytes:
+            raise OSError(errno.EFBIG, f"file larger than the {max_bytes}-byte read limit")
+        return data
 
     # -- jobs
 
@@ -519,7 +629,16 @@ class Worker:
                 return
             spec["codes"] = codes
             blobs = blobs[n_code:]
+        tests: list[Any] = []
+        if spec["mode"] == "python" and req.get("tests_as_code"):
+            for blob in blobs:
+                try:
+                    tests.append(self.compiled(blob, "<test>"))
+                except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+                    tests.append("".join(traceback.format_exception_only(*sys.exc_info()[:2])))
+            blobs = [b""] * len(blobs)  # the test is code, the run's stdin is empty
         job = Job(req, blobs if op == "batch" else blobs[:1], spec)
+        job.tests = tests
         self.jobs[job.id] = job
         if self.exiting and all(other is None for other, _ in self.runs.values()):
             self.wait_exiting()
@@ -552,6 +671,7 @@ class Worker:
     def fork_run(self, job: Job, *, waiting: bool) -> Run | None:
         """Fork the child for the job's next input; None (and a result) if fork fails."""
         stdin = job.stdins[job.index]
+        job.spec["test"] = job.test(job.index)
         job.index += 1
         try:
             return self.fork_child(job, job.spec, stdin, waiting=waiting)
@@ -584,8 +704,15 @@ class Worker:
             if waiting:
                 go_r, go_w = os.pipe()
                 own += [go_r, go_w]
+            done_r = done_w = -1
+            nonce = b""
+            if spec.get("mode") != "argv":  # a Python run (or a spare, which may be one)
+                done_r, done_w = os.pipe()
+                own += [done_r, done_w]
+                nonce = os.urandom(NONCE_BYTES)
+            spec["done"] = (done_w, nonce)
             # the child closes all of these once its stdio is in place, all but its go pipe
-            spec["close_fds"] = sorted({*self.worker_fds(), *own} - {go_r, 0, 1, 2})
+            spec["close_fds"] = sorted({*self.worker_fds(), *own} - {go_r, done_w, 0, 1, 2})
             pid = os.fork()
         except OSError:
             for fd in own:
@@ -593,11 +720,14 @@ class Worker:
             raise
         if pid == 0:
             _child(spec, stdin_fd, out_w, err_w, go_r)
-        for fd in (stdin_fd, out_w, err_w, go_r):
+        for fd in (stdin_fd, out_w, err_w, go_r, done_w):
             if fd >= 0:
                 os.close(fd)
         cap = int((spec.get("limits") or {}).get("output") or 1 << 20)
         run = Run(pid, out_r, err_r, float("inf"), cap, go_w)
+        run.done_r, run.nonce = done_r, nonce
+        if done_r >= 0:
+            os.set_blocking(done_r, False)
         self.runs[pid] = (job, run)
         if go_w >= 0:
             os.set_blocking(go_w, False)  # a write that does not fit drops the child instead
@@ -624,6 +754,7 @@ class Worker:
         if spare.status is not None:  # it died waiting (killed from inside the sandbox)
             self.drop(spare)
             return None
+        job.spec["test"] = job.test(job.index)
         run = {key: job.spec[key] for key in RUN_KEYS if key in job.spec}
         run["stdin"] = job.stdins[job.index]
         payload = marshal.dumps(run)
@@ -671,6 +802,7 @@ class Worker:
                 pass
         for fd in list(run.open):
             self.close_fd(run, fd)
+        run.close_done()
         self.runs.pop(run.pid, None)
         if not run.reaped:
             self.exiting.add(run.pid)  # reaped when it ends, like a finished run
@@ -936,10 +1068,48 @@ def _become_subreaper() -> None:
         pass
 
 
+def _drop_privileges() -> None:
+    """Give up every capability for good, and make the worker non-dumpable.
+
+    Without capabilities (CAP_SYS_PTRACE above all) nothing the sandbox runs can reach
+    into another process of the same user that is non-dumpable or holds capabilities:
+    no `/proc/PID/fd`, no `pidfd_getfd`, no ptrace, no `/proc/PID/mem`. The bounding
+    set is emptied too (uid 0 regains capabilities on exec otherwise) and no_new_privs
+    set (no setuid or file-capability binary gives any back). Raises `OSError` when the
+    capabilities cannot be dropped: the worker must not serve with them.
+
+    Non-dumpable: forked children inherit the flag (a Python child keeps it while it
+    runs user code, so no other process of the sandbox can read its memory or
+    descriptors); an exec'd program gets the normal flag back from the kernel, and holds
+    nothing of the worker.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    for cap in range(64):  # EINVAL past the last capability; EPERM without CAP_SETPCAP
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == errno.EINVAL:
+                break
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: all zero, twice
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset() could not drop the capabilities")
+    for option, value in ((PR_SET_NO_NEW_PRIVS, 1), (PR_SET_DUMPABLE, 0)):
+        if libc.prctl(option, value, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
     # The protocol moves off fds 0/1 so that nothing a child inherits can write into it.
-    proto_in, proto_out = os.dup(0), os.dup(1)
+    channel = config.get("channel_fd")
+    if channel is None:
+        proto_in, proto_out = os.dup(0), os.dup(1)
+    else:
+        proto_in = proto_out = os.dup(int(channel))
+        os.close(int(channel))
+    os.set_inheritable(proto_in, False)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
@@ -951,6 +1121,7 @@ def main() -> None:
     os.environ.clear()
     os.environ.update(config.get("env", {}))
     _become_subreaper()
+    _drop_privileges()  # before anything runs: the reply channel stays the worker's
     worker = Worker(config, proto_in, proto_out)
     # Objects that exist now never need collecting: keeping them out of the GC's reach
     # spares every forked child copy-on-write faults on the worker's whole heap.

@@ -30,6 +30,22 @@ Trailing whitespace and blank lines never matter; integers compare exactly.
 
 Python solutions run through the worker's fast path: compiled once, one forked child
 per test. C (gcc) and C++ (g++) are compiled once in the sandbox, then run per test.
+
+Leaving early never passes. An assert test or a function test passes only when its
+run got to the end: the program, then the test code (or the function harness), with
+no exception, no `SystemExit` (`sys.exit(0)`, `exit()`), no `os._exit`, no signal.
+The sandbox's worker (or, on a provider without it, a runner started fresh from the
+host for each test) proves it with a nonce drawn per run that the program cannot read
+from its stdin, argv, environment or files; a run with exit code 0 and no proof is
+"exited_early". Assert tests are handed to the run as code, never through stdin or a
+builtin the program could replace, and run after the builtins and the trace and
+profile hooks are reset. Stdin/stdout tests need no proof: their output is compared
+here, on the host, and a program may end with `sys.exit(0)`.
+
+What stays out of reach of any check that runs in the solution's own process: code
+that reads the interpreter's memory (frames, `gc`, `/proc/self/mem`) for the nonce,
+or returns objects whose `__eq__` always holds. Function tests compare JSON values on
+the host and are immune to the latter.
 """
 
 from __future__ import annotations
@@ -43,7 +59,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nemo_gym.errors import ConfigError, MissingDependency, SandboxError, VerifierError
@@ -254,16 +270,64 @@ _sys.stdout.flush()
 _sys.stdout.write("\\n{marker}" + _json.dumps(_result, default=repr) + "\\n")
 """
 
-_ASSERT_HARNESS = """
-import sys as _sys
-exec(compile(_sys.stdin.read(), "<test>", "exec"), globals())
+# Where the worker is not there (docker, a plugin provider): one `python3 -c` per test,
+# fresh from the host each time (a file in the sandbox could be rewritten by an earlier
+# run). The first stdin line is the run's nonce; with "assert", the rest is the test
+# code. The nonce is printed last, only once the program (and its test or harness) ran
+# to the end. The program cannot read the nonce from its stdin (already consumed), its
+# argv, its environment or any file.
+_EXEC_RUNNER = r"""
+import builtins, os, sys
+
+def _main(_exec=exec, _compile=compile, _write=os.write, _settrace=sys.settrace,
+          _setprofile=sys.setprofile, _pristine=dict(builtins.__dict__)):
+    nonce = b""
+    while not nonce.endswith(b"\n"):  # unbuffered: the rest stays for open(0) and input()
+        byte = os.read(0, 1)
+        if not byte:
+            break
+        nonce += byte
+    nonce = nonce.strip()
+    mode, module, harness = sys.argv[1], sys.argv[2], sys.argv[3]
+    test = sys.stdin.buffer.read() if mode == "assert" else None
+    with open("solution.py", "rb") as handle:
+        program = _compile(handle.read(), "<string>", "exec", dont_inherit=True)
+    if test is not None:
+        test = _compile(test, "<test>", "exec", dont_inherit=True)
+        sys.stdin = open(os.devnull)
+    namespace = {"__name__": module, "__builtins__": builtins, "__doc__": None}
+    _exec(program, namespace)
+    if harness:
+        namespace["__name__"] = "__main__"
+        _exec(_compile(harness, "<harness>", "exec", dont_inherit=True), namespace)
+    if test is not None:
+        _settrace(None)
+        _setprofile(None)
+        for key in [k for k in builtins.__dict__ if k not in _pristine]:
+            del builtins.__dict__[key]
+        builtins.__dict__.update(_pristine)
+        namespace["__builtins__"] = builtins
+        _exec(test, namespace)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    _write(1, b"\n@@nemo_gym_done_" + nonce + b"@@\n")
+
+_main()
 """
+
+
+def _done_marker(nonce: str) -> str:
+    return f"\n@@nemo_gym_done_{nonce}@@\n"
 
 
 @dataclass(frozen=True)
 class _Batch:
     results: list[ExecResult]
     compile_error: str | None = None
+    completed: list[bool] = field(default_factory=list)
 
 
 async def _run_batch(
@@ -277,8 +341,13 @@ async def _run_batch(
     per_test: float,
     total: float,
     stop_on_error: bool,
+    tests_as_code: bool = False,
 ) -> _Batch:
-    """All inputs through the sandbox's fast batch path, or exec per input elsewhere."""
+    """All inputs through the sandbox's fast batch path, or exec per input elsewhere.
+
+    `completed[i]` says whether Python run i got to its end (see `BatchResult`); with
+    `tests_as_code` each input is test code run after the program, not its stdin.
+    """
     run_batch = getattr(sandbox, "run_batch", None)
     if run_batch is not None:
         batch = await run_batch(
@@ -290,39 +359,44 @@ async def _run_batch(
             timeout_per_run=per_test,
             timeout_total=total,
             stop_on_error=stop_on_error,
+            tests_as_code=tests_as_code,
         )
-        return _Batch(list(batch.results), batch.compile_error)
+        return _Batch(list(batch.results), batch.compile_error, list(batch.completed))
     # A provider without the worker (docker, a plugin): a file and one exec per input.
     deadline = time.monotonic() + total
+    mode = "assert" if tests_as_code else "program"
     if python:
         assert isinstance(program, str)
         await sandbox.write_file("solution.py", program)
-        runner = (
-            "import sys\nsrc = open('solution.py').read()\n"
-            "code = compile(src, '<string>', 'exec')\n"
-            f"ns = {{'__name__': {module_name!r}}}\nexec(code, ns)\n"
-        )
-        if harness is not None:
-            await sandbox.write_file("harness.py", harness)
-            runner += "exec(compile(open('harness.py').read(), '<harness>', 'exec'), ns)\n"
-        await sandbox.write_file("runner.py", runner)
         check = await sandbox.exec(
             ["python3", "-c", "compile(open('solution.py').read(), '<string>', 'exec')"],
             timeout=min(per_test, total),
         )
         if check.exit_code != 0:
             return _Batch([], check.stderr.strip().split("\n", 1)[-1] or check.stderr)
-        program = ["python3", "runner.py"]
     results: list[ExecResult] = []
+    completed: list[bool] = []
     for stdin in inputs:
         left = deadline - time.monotonic()
         if left <= 0:
             break
-        result = await sandbox.exec(program, stdin=stdin, timeout=min(per_test, left))
+        if python:
+            nonce = secrets.token_hex(16)
+            runner = ["python3", "-c", _EXEC_RUNNER, mode, module_name, harness or ""]
+            result = await sandbox.exec(
+                runner, stdin=f"{nonce}\n{stdin}", timeout=min(per_test, left)
+            )
+            body, found, rest = result.stdout.rpartition(_done_marker(nonce))
+            done = bool(found) and not rest and result.ok
+            result = result.model_copy(update={"stdout": body if found else result.stdout})
+            completed.append(done)
+        else:
+            result = await sandbox.exec(program, stdin=stdin, timeout=min(per_test, left))
+            completed.append(False)
         results.append(result)
         if stop_on_error and not result.ok:
             break
-    return _Batch(results)
+    return _Batch(results, completed=completed)
 
 
 class _Pool:
@@ -527,6 +601,7 @@ class CodeVerifier:
         self, sandbox: Sandbox, suite: TestSuite, code: str, deadline: float, stop: bool
     ) -> Rewards:
         results: list[ExecResult | None] = [None] * len(suite.tests)
+        completed = [False] * len(suite.tests)
         marker = f"@@nemo_gym_result_{secrets.token_hex(8)}@@"
         groups: dict[str, list[int]] = {}
         for index, test in enumerate(suite.tests):
@@ -547,7 +622,7 @@ class CodeVerifier:
                 program, module = source, "solution"
                 inputs = [json.dumps(suite.tests[i].input) for i in indices]
             else:
-                program, harness, module = source, _ASSERT_HARNESS, "solution"
+                program, harness, module = source, None, "solution"
                 inputs = [suite.tests[i].input for i in indices]
             left = deadline - time.monotonic()
             if left <= 0:
@@ -562,21 +637,28 @@ class CodeVerifier:
                 per_test=self.timeout_per_test,
                 total=left,
                 stop_on_error=stop,
+                tests_as_code=kind == "assert",
             )
             if batch.compile_error is not None:
                 return self._score(suite, [], compile_error=batch.compile_error)
-            for index, result in zip(indices, batch.results, strict=False):
+            for n, (index, result) in enumerate(zip(indices, batch.results, strict=False)):
                 results[index] = result
+                completed[index] = n < len(batch.completed) and batch.completed[n]
             if stop and any(not r.ok for r in batch.results):
                 break
-        return self._score(suite, results, marker=marker)
+        return self._score(suite, results, marker=marker, completed=completed)
 
-    def _check(self, test: CodeTest, result: ExecResult, marker: str) -> tuple[str, str | None]:
+    def _check(
+        self, test: CodeTest, result: ExecResult, marker: str, completed: bool
+    ) -> tuple[str, str | None]:
         """A finished test's status and, for a wrong answer, what it printed."""
         if result.timed_out:
             return "timeout", None
         if result.exit_code != 0:
             return "runtime_error", None
+        if test.kind != "stdin" and not completed:
+            # exit code 0, yet the test did not run to its end: the program left early
+            return "exited_early", None
         if test.kind == "assert":
             return "passed", None
         if test.kind == "stdin":
@@ -606,6 +688,7 @@ class CodeVerifier:
         compile_error: str | None = None,
         error: str | None = None,
         marker: str = "",
+        completed: Sequence[bool] = (),
     ) -> Rewards:
         per_test: list[dict[str, Any]] = []
         passed = 0
@@ -614,7 +697,8 @@ class CodeVerifier:
             if result is None:
                 per_test.append({"status": "not_run", "passed": False})
                 continue
-            status, got = self._check(test, result, marker)
+            done = index < len(completed) and completed[index]
+            status, got = self._check(test, result, marker, done)
             passed += status == "passed"
             entry: dict[str, Any] = {
                 "status": status,

@@ -10,8 +10,17 @@ The task carries the gold query in `task.answer` and the database in `task.metad
 The predicted query is the last ```sql fenced block of the reply (else the last fenced
 block, else the whole reply). It runs on a connection that cannot write: the file is
 opened read-only, ``PRAGMA query_only`` is on and an authorizer denies everything but
-reading (no DROP, no ATTACH, no PRAGMA). Each query has a hard deadline enforced by an
-SQLite progress handler, and all of it runs in a worker thread.
+reading (no DROP, no ATTACH, no PRAGMA). A task's ``db_setup`` (a row's SQL context, so
+hostile input too) runs under an authorizer as well: it may build the in-memory
+database, never ATTACH a file, DETACH or run a PRAGMA, and the database may not grow
+past `max_db_bytes`.
+
+Every query runs in a process of the verification pool (`nemo_gym.verify.pool`), never
+on a thread of the trainer: an SQLite progress handler stops it at its deadline, and a
+call stuck inside one long SQLite step (a pathological ``LIKE``, a huge sort) is killed
+with its worker, which the pool replaces. A string or blob value may not exceed
+`max_bytes` (SQLite's length limit, so ``zeroblob(1e9)`` fails at once) and neither may
+a whole result: rows are fetched in chunks and counted in bytes.
 
 Results are compared as multisets of rows, or as ordered lists when the gold query has
 an ``ORDER BY`` at its top level. Floats are compared after rounding to
@@ -20,7 +29,6 @@ an ``ORDER BY`` at its top level. Floats are compared after rounding to
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import sqlite3
@@ -30,22 +38,29 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nemo_gym.errors import ConfigError, VerifierError
 from nemo_gym.records import Rewards, Task, Trajectory
 from nemo_gym.verify.common import GoldFn, get_gold, response_text
 from nemo_gym.verify.extract import fenced_blocks
 
+if TYPE_CHECKING:
+    from nemo_gym.verify.pool import WorkerPool
+
 log = logging.getLogger(__name__)
 
-__all__ = ["QueryResult", "SQLVerifier", "extract_sql", "has_top_level_order_by"]
+__all__ = ["QueryResult", "SQLVerifier", "extract_sql", "has_top_level_order_by", "run_query"]
 
 _SQL_LANGS = ("sql", "sqlite", "postgresql", "mysql")
 
 _READ_ACTIONS = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 )
+# What a setup script may not do: reach a file or change how the connection behaves.
+_SETUP_DENIED = frozenset({sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH, sqlite3.SQLITE_PRAGMA})
+_FETCH_CHUNK = 256
+_PAGE_BYTES = 4096
 
 
 def extract_sql(text: str) -> str:
@@ -118,16 +133,33 @@ def _deny_writes(action: int, *args: object) -> int:
     return sqlite3.SQLITE_OK if action in _READ_ACTIONS else sqlite3.SQLITE_DENY
 
 
-def _run(conn: sqlite3.Connection, sql: str, timeout: float, max_rows: int) -> QueryResult:
+def _setup_authorizer(action: int, *args: object) -> int:
+    return sqlite3.SQLITE_DENY if action in _SETUP_DENIED else sqlite3.SQLITE_OK
+
+
+def _value_bytes(value: Any) -> int:
+    return len(value) if isinstance(value, str | bytes) else 8
+
+
+def _run(
+    conn: sqlite3.Connection, sql: str, timeout: float, max_rows: int, max_bytes: int
+) -> QueryResult:
     """Run one statement with a deadline checked every 1000 SQLite VM steps."""
     start = time.monotonic()
     deadline = start + timeout
     conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
     try:
         cursor = conn.execute(sql)
-        rows = cursor.fetchmany(max_rows + 1)
-        if len(rows) > max_rows:
-            return QueryResult(None, f"more than {max_rows} rows", seconds=time.monotonic() - start)
+        rows: list[tuple[Any, ...]] = []
+        size = 0
+        while chunk := cursor.fetchmany(_FETCH_CHUNK):
+            rows += chunk
+            size += sum(8 + sum(_value_bytes(v) for v in row) for row in chunk)
+            elapsed = time.monotonic() - start
+            if len(rows) > max_rows:
+                return QueryResult(None, f"more than {max_rows} rows", seconds=elapsed)
+            if size > max_bytes:
+                return QueryResult(None, f"a result over {max_bytes} bytes", seconds=elapsed)
         return QueryResult(rows, seconds=time.monotonic() - start)
     except sqlite3.Error as exc:
         elapsed = time.monotonic() - start
@@ -138,6 +170,49 @@ def _run(conn: sqlite3.Connection, sql: str, timeout: float, max_rows: int) -> Q
         return QueryResult(None, f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - start)
     finally:
         conn.set_progress_handler(None, 0)
+
+
+def _connect(db: dict[str, Any], timeout: float, max_bytes: int, max_db_bytes: int) -> Any:
+    """The task's database, read-only from here on; a str (the error) when it cannot be."""
+    if "db_path" in db:
+        uri = f"file:{urllib.parse.quote(db['db_path'])}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True)
+    else:
+        conn = sqlite3.connect(":memory:")
+        conn.execute(f"PRAGMA max_page_count = {max(1, max_db_bytes // _PAGE_BYTES)}")
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_bytes)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    if "db_setup" in db:
+        conn.set_authorizer(_setup_authorizer)
+        deadline = time.monotonic() + timeout
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
+        try:
+            conn.executescript(db["db_setup"])
+        except (sqlite3.Error, TypeError, ValueError, OverflowError, MemoryError) as exc:
+            conn.close()
+            return f"db_setup failed: {type(exc).__name__}: {exc}"
+        conn.set_progress_handler(None, 0)
+        conn.set_authorizer(None)
+    conn.execute("PRAGMA query_only = ON")
+    conn.set_authorizer(_deny_writes)
+    return conn
+
+
+def run_query(
+    db: dict[str, Any], sql: str, timeout: float, max_rows: int, max_bytes: int, max_db_bytes: int
+) -> QueryResult:
+    """Open the task's database (`{"db_path": ...}` or `{"db_setup": ...}`), run `sql`.
+
+    Runs in a pool worker (see the module doc). A setup that fails comes back as a
+    `QueryResult` whose error starts with "db_setup failed".
+    """
+    conn = _connect(db, timeout, max_bytes, max_db_bytes)
+    if isinstance(conn, str):
+        return QueryResult(None, conn)
+    try:
+        return _run(conn, sql, timeout, max_rows, max_bytes)
+    finally:
+        conn.close()
 
 
 def _normalize_row(row: tuple[Any, ...], digits: int) -> tuple[Any, ...]:
@@ -167,49 +242,59 @@ class SQLVerifier:
         timeout: float = 5.0,
         *,
         max_rows: int = 100_000,
+        max_bytes: int = 16 << 20,
+        max_db_bytes: int = 256 << 20,
         float_digits: int = 9,
         gold: GoldFn | None = None,
         extract: Callable[[str], str] = extract_sql,
+        pool: WorkerPool | None = None,
     ) -> None:
         if timeout <= 0:
             raise ConfigError("SQLVerifier: timeout must be > 0")
         if max_rows < 1:
             raise ConfigError("SQLVerifier: max_rows must be >= 1")
+        if max_bytes < 1 or max_db_bytes < _PAGE_BYTES:
+            raise ConfigError("SQLVerifier: max_bytes must be >= 1 and max_db_bytes >= 4096")
         self.timeout = timeout
         self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self.max_db_bytes = max_db_bytes
         self.float_digits = float_digits
         self.gold = gold
         self.extract = extract
+        self.pool = pool
 
-    def _connect(self, task: Task) -> sqlite3.Connection:
+    def _database(self, task: Task) -> dict[str, Any]:
         meta = task.metadata
         if "db_path" in meta:
             path = Path(meta["db_path"])
             if not path.is_file():
                 raise VerifierError(f"task {task.id}: db_path {str(path)!r} is not a file")
-            uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
-            return sqlite3.connect(uri, uri=True, check_same_thread=False)
+            return {"db_path": str(path.resolve())}
         if "db_setup" in meta:
-            conn = sqlite3.connect(":memory:", check_same_thread=False)
-            try:
-                conn.executescript(meta["db_setup"])
-            except (sqlite3.Error, TypeError, ValueError) as exc:
-                conn.close()
-                raise VerifierError(f"task {task.id}: db_setup failed: {exc}") from exc
-            return conn
+            if not isinstance(meta["db_setup"], str):
+                raise VerifierError(f"task {task.id}: db_setup must be a string of SQL")
+            return {"db_setup": meta["db_setup"]}
         raise VerifierError(f"task {task.id}: metadata needs 'db_path' or 'db_setup'")
 
-    def _verify_sync(self, task: Task, gold_sql: str, pred_sql: str) -> Rewards:
-        conn = self._connect(task)
+    async def _query(self, db: dict[str, Any], sql: str) -> QueryResult:
+        """`run_query` in a pool worker; a worker killed at the deadline is a time-out."""
+        from nemo_gym.verify.pool import WorkerTimeout, shared_pool
+
+        pool = self.pool or shared_pool()
+        # setup and query each get `timeout`; the pool kills a call stuck in C past both
+        budget = 2 * self.timeout + 1.0
+        args = (db, sql, self.timeout, self.max_rows, self.max_bytes, self.max_db_bytes)
         try:
-            conn.execute("PRAGMA query_only = ON")
-            conn.set_authorizer(_deny_writes)
-            gold = _run(conn, gold_sql, self.timeout, self.max_rows)
-            if gold.rows is None:
-                raise VerifierError(f"task {task.id}: the gold query failed: {gold.error}")
-            pred = _run(conn, pred_sql, self.timeout, self.max_rows)
-        finally:
-            conn.close()
+            result = await pool.call(run_query, *args, timeout=budget)
+        except WorkerTimeout:
+            message = f"timed out after {self.timeout:g}s (stuck inside SQLite, killed)"
+            return QueryResult(None, message, timed_out=True, seconds=budget)
+        assert isinstance(result, QueryResult)
+        return result
+
+    def _score(self, gold_sql: str, gold: QueryResult, pred: QueryResult, pred_sql: str) -> Rewards:
+        assert gold.rows is not None
         metadata: dict[str, Any] = {"extracted_answer": pred_sql, "seconds": pred.seconds}
         if pred.rows is None:
             metadata["error"] = pred.error
@@ -229,7 +314,7 @@ class SQLVerifier:
         )
 
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
-        """Run both queries in a worker thread and compare their rows."""
+        """Run both queries in pool workers and compare their rows."""
         gold_sql = get_gold(task, self.gold)
         if not isinstance(gold_sql, str):
             raise VerifierError(f"task {task.id}: the gold query must be a string")
@@ -240,12 +325,9 @@ class SQLVerifier:
                 components={"accuracy": 0.0, "executable": 0.0},
                 metadata={"extracted_answer": None, "error": "empty query"},
             )
-        # Both queries have their own deadline inside the thread; the outer wait is a
-        # backstop for time spent outside the SQLite VM (opening, setup scripts).
-        try:
-            return await asyncio.wait_for(
-                asyncio.to_thread(self._verify_sync, task, gold_sql, pred_sql),
-                timeout=3 * self.timeout + 30,
-            )
-        except TimeoutError as exc:
-            raise VerifierError(f"task {task.id}: SQL verification did not finish") from exc
+        db = self._database(task)
+        gold = await self._query(db, gold_sql)
+        if gold.rows is None:
+            raise VerifierError(f"task {task.id}: the gold query failed: {gold.error}")
+        pred = await self._query(db, pred_sql)
+        return self._score(gold_sql, gold, pred, pred_sql)

@@ -80,6 +80,41 @@ def test_bad_task_directories_name_the_file_and_field(tmp_path: Path) -> None:
         list(HarborEnv(tmp_path / "write-greeting" / "tests").tasks())
 
 
+@pytest.mark.parametrize(
+    "where", ["environment/secret.txt", "tests/helper.sh", "solution/data", "instruction.md"]
+)
+def test_symlinks_leaving_the_task_directory_are_refused(tmp_path: Path, where: str) -> None:
+    task = _copy(tmp_path / "tasks")
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host secret\n")
+    link = task / where
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.exists():
+        link.unlink()
+    link.symlink_to(secret)
+    with pytest.raises(ConfigError, match="outside the task directory") as info:
+        harbor = load_task(task)
+        for folder in ("environment", "tests", "solution"):
+            harbor.files(folder)
+    assert str(link) in str(info.value)
+    # a symlink that stays inside is fine
+    link.unlink()
+    link.symlink_to(task / "task.toml")
+    harbor = load_task(task)
+    for folder in ("environment", "tests", "solution"):
+        harbor.files(folder)
+
+
+def test_a_symlinked_folder_leaving_the_task_directory_is_refused(tmp_path: Path) -> None:
+    task = _copy(tmp_path / "tasks")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "id_rsa").write_text("key\n")
+    (task / "environment" / "home").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ConfigError, match="outside the task directory"):
+        load_task(task).files("environment")
+
+
 async def test_no_image_and_nothing_to_build_is_a_clear_error(tmp_path: Path) -> None:
     task = _copy(tmp_path)
     (task / "environment" / "Dockerfile").unlink()

@@ -244,3 +244,121 @@ async def test_gigabytes_of_stdout(box: WorkerSandbox) -> None:
         len(result.stdout),
     )
     assert await _gone(marker) == []
+
+
+# The attacker below tries every way sandboxed code has to reach the worker's reply
+# channel: each descriptor of the worker and of its parent (bwrap's init inside a
+# `local` sandbox, the host under `process`), reopened through /proc or taken with
+# pidfd_getfd, fed forged replies and forged exec requests under every id it can find
+# (the Python child also searches its own heap, a copy of the worker's, for job ids).
+FORGE = r"""
+import ctypes, gc, json, os, stat, struct, sys, time
+
+def frame(head, body=b""):
+    head = json.dumps(dict(head, blobs=[len(body)] if body else [])).encode()
+    return struct.pack("!II", len(head), len(body)) + head + body
+
+ids = set(range(0, 64))
+for obj in gc.get_objects():
+    rid = getattr(obj, "id", None) if type(obj).__name__ in ("Job", "Run") else None
+    if isinstance(rid, int):
+        ids.update(rid + k for k in range(-2, 64))
+payload = b"".join(
+    frame({"id": i, "ok": True, "exit_code": 0, "timed_out": False, "duration_s": 0.0}, b"FORGED")
+    + frame({"op": "exec", "id": i, "argv": ["/bin/sh", "-c", "echo FORGED"], "timeout": 5,
+             "env": {}, "cwd": None, "limits": {}}, b"")
+    for i in sorted(ids)
+)
+
+def parent(pid):
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+libc = ctypes.CDLL(None, use_errno=True)
+worker = os.getppid()
+reached = []
+def channel(mode, pid):
+    # a pipe or a socket; on the host (under `process`) sockets only, so that the test
+    # runner's own output pipes stay clean
+    return stat.S_ISSOCK(mode) or (stat.S_ISFIFO(mode) and pid in (worker, 1))
+
+for pid in (worker, parent(worker)):
+    for fd in range(64):
+        try:
+            if not channel(os.stat(f"/proc/{pid}/fd/{fd}").st_mode, pid):
+                continue
+            handle = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            os.write(handle, payload)
+            reached.append(("proc", pid, fd))
+        except OSError:
+            pass
+        os.close(handle)
+    pidfd = libc.syscall(434, pid, 0)  # pidfd_open
+    if pidfd < 0:
+        continue
+    for fd in range(64):
+        taken = libc.syscall(438, pidfd, fd, 0)  # pidfd_getfd
+        if taken < 0:
+            continue
+        if channel(os.fstat(taken).st_mode, pid):
+            try:
+                os.set_blocking(taken, False)
+                os.write(taken, payload)
+                reached.append(("pidfd", pid, fd))
+            except OSError:
+                pass
+        os.close(taken)
+    os.close(pidfd)
+print("reached", reached, file=sys.stderr, flush=True)
+time.sleep(0.5)  # the forged replies first; the real one after
+print("real")
+raise SystemExit(3)
+"""
+
+
+@pytest.mark.parametrize("how", ["exec", "run_python"])
+async def test_sandboxed_code_cannot_forge_its_result(box: WorkerSandbox, how: str) -> None:
+    if how == "exec":
+        result = await box.exec(["python3", "-c", FORGE], timeout=30)
+    else:
+        result = await box.run_python(FORGE, timeout=30)
+    assert result.exit_code == 3 and result.stdout == "real\n", result
+    assert "FORGED" not in result.stdout
+    after = await box.exec("echo after", timeout=10)
+    assert after.ok and after.stdout == "after\n", after
+    # nothing of the sandbox holds capabilities or may gain any (the bounding set matters
+    # for uid 0 only, which regains it on exec; anyone else gains nothing with no_new_privs)
+    status = await box.exec(
+        ["grep", "-E", "^(Uid|CapEff|CapPrm|CapBnd|NoNewPrivs)", "/proc/self/status"]
+    )
+    fields = dict(line.split(":\t", 1) for line in status.stdout.splitlines())
+    uid = fields.pop("Uid").split()[0]
+    if uid != "0":
+        fields.pop("CapBnd")
+    expected = {"CapEff": "0000000000000000", "CapPrm": "0000000000000000", "NoNewPrivs": "1"}
+    if uid == "0":
+        expected["CapBnd"] = "0000000000000000"
+    assert fields == expected, status.stdout
+
+
+async def test_only_code_that_ran_to_its_end_is_completed(box: WorkerSandbox) -> None:
+    tests = ["assert f(1) == 2\n", "assert f(2) == 3\n"]
+    programs = {
+        "def f(x):\n    return x + 1\n": [True, True],
+        "def f(x):\n    return x\n": [False, False],
+        "import sys\nsys.exit(0)\n": [False, False],
+        "import os\nos._exit(0)\n": [False, False],
+        "import sys, io\nsys.stdin = io.StringIO('')\ndef f(x):\n    return x\n": [False, False],
+        "import builtins\nbuiltins.exec = print\ndef f(x):\n    return x\n": [False, False],
+    }
+    for program, expected in programs.items():
+        batch = await box.run_batch(
+            program, tests, python=True, module_name="solution", tests_as_code=True
+        )
+        assert batch.completed == expected, (program, batch)
+    plain = await box.run_batch("print(input())", ["a", "b"], python=True)
+    assert plain.completed == [True, True]
+    assert [r.stdout for r in plain.results] == ["a\n", "b\n"]

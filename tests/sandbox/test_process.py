@@ -140,8 +140,85 @@ def test_cgroups_of_dead_owners_are_swept() -> None:
 async def test_workdir_is_removed_even_if_the_owner_never_closes() -> None:
     sb = await ProcessProvider().create()
     workdir = sb.workdir
-    assert sb._proc is not None and sb._proc.stdin is not None
-    sb._proc.stdin.close()  # what the worker sees when its owner dies: end of input
+    assert sb._proc is not None and sb._channel is not None
+    sb._channel[1].write_eof()  # what the worker sees when its owner dies: end of input
     await sb._proc.wait()
     assert not os.path.exists(workdir)
     await sb.close()
+
+
+# A worker gone bad: ready, then it answers every request with a frame that claims a
+# body of 1 GiB. The host must refuse the frame from its header, never buffer it.
+_HUGE_REPLY_WORKER = r"""
+import json, os, struct, sys, time
+config = json.loads(sys.argv[1])
+fd = config["channel_fd"]
+def send(head, body_len=0):
+    head = json.dumps(head).encode()
+    os.write(fd, struct.pack("!II", len(head), body_len) + head)
+send({"id": 0, "ok": True, "ready": True})
+head_len, body_len = struct.unpack("!II", os.read(fd, 8))
+request = json.loads(os.read(fd, head_len))
+send({"id": request["id"], "ok": True, "exit_code": 0, "blobs": [1 << 30]}, 1 << 30)
+os.write(fd, b"x" * 4096)
+time.sleep(30)
+"""
+
+
+async def test_a_reply_over_the_output_cap_is_refused_unread(tmp_path) -> None:
+    import sys
+    import time
+
+    from nemo_gym.sandbox.base import WorkerSandbox
+
+    limits = ResourceLimits(output_bytes=64 << 10)
+    sb = WorkerSandbox(
+        provider="fake",
+        argv=[sys.executable, "-I", "-c", _HUGE_REPLY_WORKER],
+        spec=SandboxSpec(limits=limits),
+        workdir=str(tmp_path),
+        env={},
+        process_env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    await sb.start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(SandboxError, match="reply of 1073741824 bytes"):
+            await sb.exec("true", timeout=5)
+        assert time.monotonic() - started < 5  # refused at once, not after a timeout
+        assert not sb.alive
+    finally:
+        await sb.close()
+
+
+async def test_read_file_is_bounded_by_the_file_size_limit() -> None:
+    import errno
+
+    spec = SandboxSpec(limits=ResourceLimits(file_size_bytes=4096))
+    async with ProcessProvider().start(spec) as sb:
+        await sb.write_file("small", b"x" * 4096)
+        assert await sb.read_file("small") == b"x" * 4096
+        await sb.write_file("big", b"x" * 4097)
+        with pytest.raises(OSError) as info:
+            await sb.read_file("big")
+        assert info.value.errno == errno.EFBIG
+        assert sb.alive
+
+
+async def test_unenforceable_specs_warn_loudly_or_are_refused(caplog) -> None:
+    import logging
+
+    provider = ProcessProvider()
+    with caplog.at_level(logging.WARNING, logger="nemo_gym.sandbox.process"):
+        async with provider.start(SandboxSpec()) as sb:  # network="none" by default
+            assert (await sb.exec("true")).ok
+        async with provider.start(SandboxSpec()):
+            pass
+    warnings = [r.getMessage() for r in caplog.records if 'network="none"' in r.getMessage()]
+    assert len(warnings) == 1 and "does NOT enforce" in warnings[0]
+    strict = ProcessProvider(strict=True)
+    for spec in (SandboxSpec(), SandboxSpec(network="loopback", ports=(8000,))):
+        with pytest.raises(ConfigError, match="cannot enforce network="):
+            await strict.create(spec)
+    async with strict.start(SandboxSpec(network="host")) as sb:
+        assert (await sb.exec("true")).ok

@@ -251,3 +251,101 @@ async def test_local_provider_end_to_end() -> None:
         net = "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)\nprint(3)"
         result = await v.verify(task(tests=[{"input": "", "output": "3"}]), reply(net))
         assert result.reward == 0.0
+
+
+# ---------------------------------------------------------------- leaving early
+
+
+# Each of these ends (or tries to end) the run with exit code 0, or fakes what a pass
+# looks like, without the test ever passing. None may score.
+EARLY_EXITS = {
+    "sys.exit(0)": "import sys\nsys.exit(0)\n",
+    "raise SystemExit": "raise SystemExit\n",
+    "os._exit(0)": "import os\nos._exit(0)\n",
+    "exit()": "exit()\n",
+    "quit()": "quit()\n",
+    "close stdout then exit": "import os, sys\nos.close(1)\nos.close(2)\nsys.exit(0)\n",
+    "kill the parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
+    "atexit": "import atexit, os, sys\natexit.register(os._exit, 0)\nsys.exit(0)\n",
+    "SIGTERM self with handler": (
+        "import os, signal, sys\nsignal.signal(signal.SIGTERM, lambda *a: os._exit(0))\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+    ),
+    "guessed markers": (
+        "import sys\nfor m in ('@@nemo_gym_done_@@', 'OK', 'PASSED', '@@nemo_gym_result_@@3'):\n"
+        "    print(m)\nsys.exit(0)\n"
+    ),
+    "override AssertionError": (
+        "import builtins\nbuiltins.AssertionError = type('Quiet', (Exception,), {})\n"
+        "def sq(x):\n    return 0\n"
+    ),
+    "replace exec and compile": (
+        "import builtins\nbuiltins.exec = lambda *a, **k: None\n"
+        "builtins.compile = lambda *a, **k: None\ndef sq(x):\n    return 0\n"
+    ),
+    "empty stdin": "import io, sys\nsys.stdin = io.StringIO('')\ndef sq(x):\n    return 0\n",
+    "trace skips the test": (
+        "import sys\ndef _t(frame, event, arg):\n"
+        "    if frame.f_code.co_filename == '<test>':\n        raise SystemExit(0)\n    return _t\n"
+        "sys.settrace(_t)\ndef sq(x):\n    return 0\n"
+    ),
+    "exit inside the function": "import sys\ndef sq(x):\n    sys.exit(0)\n",
+    "os._exit inside the function": "import os\ndef sq(x):\n    os._exit(0)\n",
+}
+ASSERT_TASK = {"test_list": ["assert sq(3) == 9", "assert sq(-2) == 4"]}
+FUNCTION_TASK = {
+    "tests": [{"input": [3], "output": 9}, {"input": [4], "output": 16}],
+    "fn_name": "sq",
+}
+
+
+class _NoFastPath:
+    """A sandbox with only the `Sandbox` protocol (as docker or a plugin): one exec a test."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        if name in ("run_batch", "run_python"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+class _PlainProvider:
+    name = "plain"
+
+    def __init__(self) -> None:
+        from nemo_gym.sandbox.process import ProcessProvider
+
+        self._inner = ProcessProvider()
+
+    async def create(self, spec: object = None) -> _NoFastPath:
+        return _NoFastPath(await self._inner.create(spec))
+
+
+@pytest.fixture(params=["worker", "exec"])
+async def any_path_verifier(request: pytest.FixtureRequest):
+    provider = "process" if request.param == "worker" else _PlainProvider()
+    async with CodeVerifier(provider=provider, timeout_per_test=5, pool_size=1) as v:
+        yield v
+
+
+@pytest.mark.parametrize("layout", ["assert", "function"])
+async def test_leaving_early_never_passes(any_path_verifier: CodeVerifier, layout: str) -> None:
+    meta = ASSERT_TASK if layout == "assert" else FUNCTION_TASK
+    honest = await any_path_verifier.verify(task(**meta), reply("def sq(x):\n    return x * x\n"))
+    assert honest.reward == 1.0, honest.metadata
+    for name, hack in EARLY_EXITS.items():
+        result = await any_path_verifier.verify(task(**meta), reply(hack))
+        assert result.reward == 0.0, (name, result.metadata)
+        statuses = {t["status"] for t in result.metadata["tests"]}
+        assert "passed" not in statuses, (name, statuses)
+
+
+async def test_the_exec_path_leaves_stdin_whole_for_the_program() -> None:
+    async with CodeVerifier(provider=_PlainProvider(), timeout_per_test=5, pool_size=1) as v:
+        raw = "import os\na, b = map(int, os.read(0, 100).split())\nprint(a + b)\n"
+        opened = "print(sum(map(int, open(0).read().split())))\n"
+        for code in (raw, opened, ADD):
+            result = await v.verify(task(tests=ADD_TESTS), reply(code))
+            assert result.reward == 1.0, (code, result.metadata)

@@ -201,3 +201,79 @@ def test_sql_helpers_on_megabyte_inputs() -> None:
         extract_sql(text)
         has_top_level_order_by(text)
         assert time.perf_counter() - start < 3.0
+
+
+# ---------------------------------------------------------------- hostile tasks and replies
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "ATTACH DATABASE '{path}' AS evil; CREATE TABLE evil.t(x);",
+        "CREATE TABLE t(x); ATTACH DATABASE '{path}' AS evil;",
+        "PRAGMA query_only = OFF; CREATE TABLE t(x);",
+    ],
+)
+async def test_a_task_setup_runs_under_the_authorizer(tmp_path: Path, setup: str) -> None:
+    target = tmp_path / "created-by-the-task.sqlite"
+    task = Task(prompt="q", answer="SELECT 1", metadata={"db_setup": setup.format(path=target)})
+    with pytest.raises(VerifierError, match=r"db_setup failed.*not authorized"):
+        await SQLVerifier().verify(task, reply("SELECT 1"))
+    assert not target.exists()
+
+
+async def test_a_setup_that_never_ends_times_out() -> None:
+    forever = (
+        "CREATE TABLE t(x); WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+        "INSERT INTO t SELECT x FROM c;"
+    )
+    task = Task(prompt="q", answer="SELECT 1", metadata={"db_setup": forever})
+    start = time.monotonic()
+    with pytest.raises(VerifierError, match="db_setup failed"):
+        await SQLVerifier(timeout=0.3).verify(task, reply("SELECT 1"))
+    assert time.monotonic() - start < 5.0
+
+
+async def test_results_are_bounded_in_bytes() -> None:
+    task = Task(prompt="q", answer="SELECT 1", metadata={"db_setup": SETUP})
+    one_huge = "SELECT zeroblob(1000000000)"
+    result = await SQLVerifier().verify(task, reply(one_huge))
+    assert result.reward == 0.0 and "too big" in result.metadata["error"]
+    many = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5000) "
+        "SELECT zeroblob(1000000) FROM c"
+    )  # 5 GB of rows, each under the value limit
+    start = time.monotonic()
+    result = await SQLVerifier(max_bytes=8 << 20).verify(task, reply(many))
+    assert result.reward == 0.0 and "over 8388608 bytes" in result.metadata["error"]
+    assert time.monotonic() - start < 10.0
+
+
+async def test_the_deadline_holds_inside_one_long_sqlite_step() -> None:
+    # One replace() call builds 300 MB: no progress-handler tick until it returns, ~3 s
+    # here. Allowed by a large max_bytes, it must still be cut at the deadline.
+    task = Task(prompt="q", answer="SELECT 1", metadata={"db_setup": SETUP})
+    slow = "SELECT length(replace(printf('%.*c', 3000000, 'a'), 'a', printf('%.*c', 100, 'b')))"
+    start = time.monotonic()
+    result = await SQLVerifier(timeout=0.2, max_bytes=1 << 30).verify(task, reply(slow))
+    elapsed = time.monotonic() - start
+    assert result.reward == 0.0 and result.metadata["timed_out"] is True, result.metadata
+    assert elapsed < 2.8
+
+
+async def test_queries_never_run_on_the_default_executor() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    loop = asyncio.get_running_loop()
+    executor = ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(executor)
+    task = Task(prompt="q", answer="SELECT 1", metadata={"db_setup": SETUP})
+    runaway = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"
+    )
+    verifying = asyncio.create_task(SQLVerifier(timeout=1.5).verify(task, reply(runaway)))
+    await asyncio.sleep(0.3)  # the query is spinning by now
+    start = time.monotonic()
+    assert await asyncio.to_thread(lambda: 42) == 42
+    assert time.monotonic() - start < 0.5  # the only executor thread was free
+    assert (await verifying).metadata["timed_out"] is True
