@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import string
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -72,10 +74,12 @@ class AgentLaunch:
     model: str
     """The model name the program is told to use (a label; any name reaches the policy)."""
     base_url: str
-    """OpenAI-style base URL, ending in /v1."""
+    """OpenAI-style base URL, ending in /v1 (it holds the route token)."""
     anthropic_base_url: str
-    """Anthropic-style base URL (the client adds /v1/messages)."""
+    """Anthropic-style base URL (the client adds /v1/messages; it holds the route token)."""
     api_key: str
+    """The route token. It, and both URLs, go in `env` or `files`, never in `command`:
+    any local user reads every process's command line in /proc."""
     workdir: str
     home: str = HOME
 
@@ -136,6 +140,13 @@ class CommandAdapter:
     def __post_init__(self) -> None:
         if not self.command:
             raise ConfigError(f"CommandAdapter {self.name!r}: command is empty")
+        secret = sorted(_fields(self.command) & SECRET_FIELDS)
+        if secret:
+            raise ConfigError(
+                f"CommandAdapter {self.name!r}: command uses "
+                f"{', '.join('{' + f + '}' for f in secret)}, which hold the route token; "
+                "any local user reads command lines in /proc: pass them in env or files"
+            )
         if self.dialect not in ("chat", "responses", "messages"):
             raise ConfigError(
                 f"CommandAdapter {self.name!r}: dialect must be chat, responses or messages, "
@@ -160,6 +171,21 @@ class CommandAdapter:
 
     def env_for(self, launch: AgentLaunch) -> dict[str, str]:
         return {k: self._fill(v, launch) for k, v in self.env.items()}
+
+
+SECRET_FIELDS = frozenset({"api_key", "base_url", "anthropic_base_url"})
+"""The `AgentLaunch` fields that hold the route token."""
+
+
+def _fields(templates: Sequence[str]) -> set[str]:
+    names: set[str] = set()
+    for template in templates:
+        try:
+            parsed = list(string.Formatter().parse(template))
+        except ValueError:
+            continue  # a malformed template fails with its own message when filled
+        names |= {name for _, name, _, _ in parsed if name}
+    return names
 
 
 class _Templated:
@@ -310,16 +336,22 @@ class CLIAgent(Described):
             yield message
 
     async def _run_program(self, box: Sandbox, launch: AgentLaunch, route: Route) -> ExecResult:
+        command = self.adapter.command(launch)
+        leaked = [i for i, arg in enumerate(command) if route.token in arg]
+        if leaked:
+            raise ConfigError(
+                f"{self.adapter.name}: argv[{leaked[0]}] of its command holds the route token "
+                "(the API key or a base URL); any local user reads command lines in /proc: "
+                "pass it through the adapter's env or files"
+            )
         await box.exec(["mkdir", "-p", launch.home], timeout=30)
         for path, content in self.adapter.files(launch).items():
-            await box.write_file(path, content)
+            await _write_private(box, path, content)
         env = {"HOME": launch.home, "TERM": "dumb", "NO_COLOR": "1", "CI": "1"}
         env.update(self.sandbox.env)
         env.update(self.adapter.env(launch))
         program = asyncio.ensure_future(
-            box.exec(
-                self.adapter.command(launch), timeout=self.timeout, env=env, cwd=launch.workdir
-            )
+            box.exec(command, timeout=self.timeout, env=env, cwd=launch.workdir)
         )
         failed = asyncio.ensure_future(route.failed.wait())
         try:
@@ -352,6 +384,15 @@ class CLIAgent(Described):
         """Stop the endpoint (the next rollout starts it again)."""
         if self._endpoint is not None:
             await self._endpoint.aclose()
+
+
+async def _write_private(box: Sandbox, path: str, content: str) -> None:
+    """Write an adapter's file readable by its owner alone (it may hold the route token)."""
+    if "mode" in inspect.signature(box.write_file).parameters:
+        await box.write_file(path, content, mode=0o600)  # type: ignore[call-arg]
+        return
+    await box.exec(["sh", "-c", 'umask 077 && : > "$1"', "sh", path], timeout=30)
+    await box.write_file(path, content)
 
 
 def _workspace(task: Task, episode: Episode) -> Workspace:
