@@ -9,7 +9,9 @@
    endpoint's, the program's install directory shown read-only;
 3. puts the task's files in the workdir (`episode.workspace.setup`, else
    `task.metadata["files"]`), writes the program's config, runs it on the prompt;
-4. lets the environment check the result in the same sandbox
+4. once the program ended, kills every process left in its sandbox, takes the workdir
+   as data (`take_files`: files only, links leaving it refused) and closes the sandbox;
+5. lets the environment grade those files in a fresh sandbox of the base spec
    (`episode.workspace.collect`), then yields the conversation of the program's last
    model call.
 
@@ -36,13 +38,20 @@ from typing import Any, Protocol, runtime_checkable
 from nemo_gym.endpoint import Dialect, ModelEndpoint, Route
 from nemo_gym.errors import ConfigError, HarnessError, RolloutTimeout
 from nemo_gym.harnesses import opening_messages
-from nemo_gym.harnesses.cli.workspace import FilesWorkspace, Workspace
+from nemo_gym.harnesses.cli.workspace import (
+    AgentFiles,
+    FilesWorkspace,
+    Workspace,
+    stop_processes,
+    take_files,
+)
 from nemo_gym.protocols import Episode, Model, Sandbox, SandboxProvider
 from nemo_gym.records import Event, ExecResult, Message, ResourceLimits, SandboxSpec, Task
 from nemo_gym.registry import Described
 
 __all__ = [
     "AGENT_LIMITS",
+    "AgentFiles",
     "AgentLaunch",
     "CLIAdapter",
     "CLIAgent",
@@ -327,7 +336,12 @@ class CLIAgent(Described):
                 await workspace.setup(box)
                 result = await self._run_program(box, launch, route)
                 route.raise_failure()
-                await workspace.collect(box, result)
+                await stop_processes(box)
+                files = await take_files(box)
+            # The agent's sandbox is gone with all it started; grading happens where
+            # nothing of the agent's is but its files, handed over as data.
+            async with self._sandbox_provider().start(self.sandbox) as grader:
+                await workspace.collect(grader, result, files)
         finally:
             await route.aclose()
         route.raise_failure()
@@ -401,7 +415,7 @@ def _workspace(task: Task, episode: Episode) -> Workspace:
         if not isinstance(workspace, Workspace):
             raise ConfigError(
                 f"episode.workspace is {type(workspace).__name__}, not a Workspace "
-                "(async setup(sandbox), async collect(sandbox, agent))"
+                "(async setup(sandbox), async collect(sandbox, agent, files))"
             )
         return workspace
     files = task.metadata.get("files") or {}
