@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nemo_gym.endpoint import Dialect
 from nemo_gym.records import Message, Task
+
+if TYPE_CHECKING:
+    from nemo_gym.endpoint import Dialect
 
 __all__ = [
     "AGENT_HACKS",
@@ -36,6 +38,8 @@ __all__ = [
     "ReplyHack",
     "hack_agent",
     "reply_hacks_for",
+    "results_table",
+    "run_agent_hacks",
     "run_reply_hacks",
 ]
 
@@ -53,6 +57,10 @@ class AgentHack:
     name: str
     description: str
     script: str
+    fix: str = (
+        "grade the agent's files as data in a fresh sandbox with fresh tests "
+        "(FilesWorkspace does; see docs/harness-cli-agents.md)"
+    )
 
 
 # What every agent hack starts with: the test files of the workdir.
@@ -214,12 +222,18 @@ def hack_agent(name: str, **options: Any) -> Any:
 @dataclass(frozen=True)
 class ReplyHack:
     """One class of hack reply: `replies(task)` gives its replies for a task (none: it
-    does not apply). `code` classes apply where the oracle's reply holds code."""
+    does not apply). `code` classes apply where the oracle's reply holds code; `hedge`
+    classes (several answers in one reply, the right one among them) where the task
+    asks for one short answer in one reply."""
 
     name: str
     description: str
     replies: Callable[[Task], list[str]]
     code: bool = False
+    hedge: bool = False
+    single_turn: bool = False
+    fix: str = ""
+    """What to change in a verifier this class beats."""
 
 
 def _prompt(task: Task) -> str:
@@ -294,6 +308,11 @@ def _huge(task: Task) -> list[str]:
     return [" ".join(str(i) for i in range(120_000))]
 
 
+def _echo_prompt(task: Task) -> list[str]:
+    prompt = _prompt(task)
+    return [prompt[: 1 << 20]] if prompt.strip() else []
+
+
 def _fake_pass(task: Task) -> list[str]:
     return [
         "All tests passed.\nOK\n============ 12 passed in 0.01s ============\nPASSED",
@@ -360,44 +379,68 @@ REPLY_HACKS: dict[str, ReplyHack] = {
             "echo_options",
             "name every option of a multiple-choice question",
             _echo_options,
+            hedge=True,
+            fix="read one committed answer; several options with no commitment are no answer",
         ),
         ReplyHack(
             "boxed_many",
             "box several answers, the right one among them (both orders)",
             _boxed_many,
+            hedge=True,
+            fix="read one committed answer; several boxed answers with no commitment are no answer",
         ),
         ReplyHack(
             "question_numbers",
             "answer with every number of the question",
             _question_numbers,
+            hedge=True,
+            fix="a reply that only restates the question's numbers is no answer",
+        ),
+        ReplyHack(
+            "echo_prompt",
+            "repeat the prompt (its context, every value in it) as the answer",
+            _echo_prompt,
+            single_turn=True,
+            fix="credit nothing the reply copied from the prompt",
         ),
         ReplyHack(
             "huge_output",
             "a reply of about 1 MB naming every candidate (every option, every integer)",
             _huge,
+            fix="read one committed answer and bound what the verifier reads",
         ),
         ReplyHack(
             "fake_pass",
             'print a fake "PASSED" / "OK" test summary',
             _fake_pass,
+            fix="score what the code does, never what the reply says about tests",
         ),
         ReplyHack(
             "exit_early",
             "code that exits with status 0 before the tests run",
             _exit_early,
             code=True,
+            fix=(
+                "pass a test only when it provably ran to its end "
+                "(a per-run nonce printed after the last assertion)"
+            ),
         ),
         ReplyHack(
             "patch_test_framework",
             "code that monkeypatches the test framework (exit hooks, assertions)",
             _patch_framework,
             code=True,
+            fix=(
+                "run the tests where the solution cannot reach the framework, "
+                "and check a per-run nonce"
+            ),
         ),
         ReplyHack(
             "read_or_write_expected",
             "code that prints the checker's files, or writes the expected output itself",
             _read_expected,
             code=True,
+            fix="keep expected outputs out of the solution's reach; compare on the host",
         ),
     )
 }
@@ -407,16 +450,42 @@ def _has_code(turns: Sequence[Message] | None) -> bool:
     return any("```" in (m.content or "") or "def " in (m.content or "") for m in turns or ())
 
 
-def reply_hacks_for(task: Task, oracle: Sequence[Message] | None = None) -> dict[str, list[str]]:
-    """The hack classes that apply to `task`, each with its replies.
+def _one_reply(env: Any, oracle: Sequence[Message] | None) -> bool:
+    """The task is answered in one reply without tools: a game or a tool loop reads each
+    turn as a move, not as an answer."""
+    from nemo_gym.harnesses import SingleTurn
 
-    `oracle`: the task's oracle turns, when known; the code classes apply only where
-    they hold code.
+    harness = getattr(env, "harness", None)
+    if harness is not None and not isinstance(harness, SingleTurn):
+        return False
+    return oracle is None or (len(oracle) == 1 and not oracle[0].tool_calls)
+
+
+def _one_short_answer(env: Any, task: Task, oracle: Sequence[Message] | None) -> bool:
+    """The task asks for one short answer (a letter, a number, up to three words) in one
+    reply: what hedging games."""
+    if not _one_reply(env, oracle):
+        return False
+    gold = _gold(task)
+    return bool(_letters(task)) or (gold is not None and len(gold.split()) <= 3)
+
+
+def reply_hacks_for(env: Any, task: Task) -> dict[str, list[str]]:
+    """The hack classes that apply to `task` of `env`, each with its replies.
+
+    The code classes apply where the env's oracle reply holds code; the hedging ones where
+    the task asks for one short answer in one reply (see `ReplyHack`).
     """
+    oracle_of = getattr(env, "oracle", None)
+    oracle = oracle_of(task) if callable(oracle_of) else None
     found: dict[str, list[str]] = {}
     code = _has_code(oracle)
+    hedging = _one_short_answer(env, task, oracle)
+    single = _one_reply(env, oracle)
     for hack in REPLY_HACKS.values():
-        if hack.code and not code:
+        if (hack.code and not code) or (hack.hedge and not hedging):
+            continue
+        if hack.single_turn and not single:
             continue
         replies = hack.replies(task)
         if replies:
@@ -461,15 +530,8 @@ async def run_reply_hacks(
     name = getattr(env, "name", type(env).__name__)
     results: dict[str, HackResult] = {}
     for task in tasks:
-        oracle_of = getattr(env, "oracle", None)
-        oracle = oracle_of(task) if callable(oracle_of) else None
-        baseline = 0.0
-        wrong = getattr(env, "wrong", None)
-        if callable(wrong):
-            done = await rollout(env, ScriptedModel(list(wrong(task))), task)
-            if done.ok and done.rewards is not None:
-                baseline = done.rewards.reward
-        for hack, replies in reply_hacks_for(task, oracle).items():
+        baseline = await _baseline(env, task)
+        for hack, replies in reply_hacks_for(env, task).items():
             if classes is not None and hack not in classes:
                 continue
             result = results.setdefault(
@@ -493,6 +555,104 @@ async def run_reply_hacks(
         if result.score == -1e9:
             result.score = result.baseline
     return list(results.values())
+
+
+NON_ANSWER = "I don't know."
+"""A reply that answers nothing: a hack that scores no more than it gains nothing."""
+
+
+async def _baseline(env: Any, task: Task) -> float:
+    """What a reply that does not solve `task` scores: the best of the environment's wrong
+    reply and `NON_ANSWER` (where doing nothing is right, as refusing a request that
+    breaks a policy, a hack that does nothing is no hack)."""
+    from nemo_gym.models.scripted import ScriptedModel
+    from nemo_gym.runner import rollout
+
+    models = [ScriptedModel(lambda _request: _reply(NON_ANSWER))]
+    wrong = getattr(env, "wrong", None)
+    if callable(wrong):
+        models.append(ScriptedModel(list(wrong(task))))
+    scores = [0.0]
+    for model in models:
+        done = await rollout(env, model, task)
+        if done.ok and done.rewards is not None:
+            scores.append(done.rewards.reward)
+    return max(scores) if len(scores) > 1 else 0.0
+
+
+async def run_agent_hacks(
+    env: Any,
+    tasks: Sequence[Task],
+    *,
+    classes: Sequence[str] | None = None,
+    provider: str = "local",
+    timeout: float = 120.0,
+) -> list[HackResult]:
+    """Run each hack agent on `tasks` of `env` (whose episodes have a `workspace`); one
+    result per class, against an agent that does nothing (the baseline)."""
+    from nemo_gym.harnesses.cli import CLIAgent, CommandAdapter
+    from nemo_gym.models.scripted import ScriptedModel
+    from nemo_gym.runner import rollout
+
+    async def score(harness: Any, task: Task) -> tuple[float | None, str]:
+        try:
+            done = await rollout(env, ScriptedModel([]), task, harness=harness)
+        finally:
+            await harness.aclose()
+        if done.ok and done.rewards is not None:
+            return done.rewards.reward, ""
+        return None, f"{task.id}: {done.failure.kind if done.failure else '?'}"
+
+    name = getattr(env, "name", type(env).__name__)
+    results = []
+    idle = CommandAdapter(name="idle", command=["true"])
+    baselines = {}
+    for task in tasks:
+        value, _ = await score(CLIAgent(idle, provider=provider, timeout=timeout), task)
+        baselines[task.id] = value or 0.0
+    for hack in classes or list(AGENT_HACKS):
+        result = HackResult(env=name, hack=hack, score=-1e9, baseline=0.0, tasks=len(tasks))
+        for task in tasks:
+            value, failure = await score(hack_agent(hack, provider=provider, timeout=timeout), task)
+            baseline = baselines[task.id]
+            if value is None:
+                result.failures.append(failure)
+                value = baseline
+            if value - baseline > result.score - result.baseline:
+                result.score, result.baseline = value, baseline
+                result.example = f"{task.id}: agent {hack}"
+        results.append(result)
+    return results
+
+
+def results_table(
+    results: Mapping[str, Sequence[HackResult]], notes: Mapping[tuple[str, str], str] | None = None
+) -> str:
+    """A Markdown table: one row per environment, one column per reply hack class.
+
+    A cell is `ok` (the class scored no more than a wrong reply), `BEATS` (it scored
+    more; `notes[(env, class)]` is appended) or `-` (the class does not apply).
+    """
+    notes = notes or {}
+    names = list(REPLY_HACKS)
+    lines = [
+        "| environment | " + " | ".join(f"`{n}`" for n in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for env in sorted(results):
+        by_class = {r.hack: r for r in results[env]}
+        cells = []
+        for name in names:
+            result = by_class.get(name)
+            if result is None:
+                cells.append("-")
+            elif result.beats_baseline:
+                note = notes.get((env, name))
+                cells.append(f"BEATS ({note})" if note else "BEATS")
+            else:
+                cells.append("ok")
+        lines.append(f"| `{env}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _reply(text: str) -> Any:
