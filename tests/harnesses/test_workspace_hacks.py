@@ -180,3 +180,12 @@ def test_grading_uses_the_tasks_own_machinery_and_fresh_tests() -> None:
         "test_calc.py": b"TEST",
     }
     assert set(refused) == {"link", "conftest.py", "json.py", "sub/sitecustomize.py"}
+
+
+@needs_local
+async def test_check_env_runs_the_hack_agents_on_a_workspace_environment() -> None:
+    report = await gym.acheck_env(UnittestTask(), hacks=True, hack_tasks=1)
+    agent_results = {r.hack: r for r in report.hacks if r.hack in AGENT_HACKS}
+    assert set(agent_results) == set(AGENT_HACKS)
+    assert all(not r.beats_baseline and not r.failures for r in agent_results.values())
+    assert "hacks" in report.passed, str(report)
