@@ -539,7 +539,7 @@ async def run_reply_hacks(
             )
             result.tasks += 1
             for reply in replies:
-                model = ScriptedModel(lambda _request, text=reply: _reply(text))
+                model = ScriptedModel(_always(reply))
                 done = await rollout(env, model, task)
                 if not done.ok or done.rewards is None:
                     # a failed rollout is masked in training: it earns nothing
@@ -568,7 +568,7 @@ async def _baseline(env: Any, task: Task) -> float:
     from nemo_gym.models.scripted import ScriptedModel
     from nemo_gym.runner import rollout
 
-    models = [ScriptedModel(lambda _request: _reply(NON_ANSWER))]
+    models = [ScriptedModel(_always(NON_ANSWER))]
     wrong = getattr(env, "wrong", None)
     if callable(wrong):
         models.append(ScriptedModel(list(wrong(task))))
@@ -653,6 +653,11 @@ def results_table(
                 cells.append("ok")
         lines.append(f"| `{env}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _always(text: str) -> Callable[[Any], Any]:
+    """A scripted policy that answers every request with `text`."""
+    return lambda _request: _reply(text)
 
 
 def _reply(text: str) -> Any:

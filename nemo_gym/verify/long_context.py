@@ -131,11 +131,11 @@ def _hedged(reply: str, refs: list[str], allowed: int) -> str | None:
     """Why `reply` hedges (it names more numbers or ids shaped like the references than
     `allowed`), or None. Only numbers of 3+ digits and UUIDs have a shape: a reply
     may well mention other words while it reasons."""
-    patterns = set()
+    patterns: set[str] = set()
     for ref in refs:
-        for shape, pattern in _SHAPES:
+        for shape, pattern_of in _SHAPES:
             if shape.match(ref.lower()):
-                patterns.add(pattern(ref))
+                patterns.add(pattern_of(ref))
     for pattern in patterns:
         named = set(re.findall(pattern, reply))
         if len(named) > allowed:

@@ -46,8 +46,10 @@ __all__ = [
 
 MAX_FILES = 20_000
 """At most this many entries are taken from a workspace (the rest are refused)."""
-MAX_BYTES = 256 << 20
-"""At most this many bytes of file content are taken from a workspace."""
+MAX_BYTES = 32 << 20
+"""At most this many bytes of file content are taken from a workspace: they are held in
+the trainer's memory until graded, once per rollout in flight, and a hostile agent fills
+whatever it may (the rest is refused, named in `AgentFiles.refused`)."""
 
 PROTECTED = (
     "conftest.py",
@@ -277,11 +279,11 @@ class FilesWorkspace:
                 refused[path] = "named like a standard-library module it would shadow"
                 continue
             graded[path] = data
-        for path, data in self.files.items():
+        for path, original in self.files.items():
             if protected(path, self.protect):
-                graded[path] = data.encode() if isinstance(data, str) else data
-        for path, data in self.check_files.items():
-            graded[path] = data.encode() if isinstance(data, str) else data
+                graded[path] = original.encode() if isinstance(original, str) else original
+        for path, test in self.check_files.items():
+            graded[path] = test.encode() if isinstance(test, str) else test
         return graded, refused
 
     async def collect(self, sandbox: Sandbox, agent: ExecResult, files: AgentFiles) -> None:
@@ -310,7 +312,7 @@ class FilesWorkspace:
     @property
     def passed(self) -> bool:
         """Every check ran and exited 0 (False before `collect`)."""
-        checks = self.state.get("checks")
+        checks = self.state.get("checks") or []
         return bool(checks) and all(c["exit_code"] == 0 and not c["timed_out"] for c in checks)
 
 
