@@ -189,3 +189,40 @@ async def test_check_env_runs_the_hack_agents_on_a_workspace_environment() -> No
     assert set(agent_results) == set(AGENT_HACKS)
     assert all(not r.beats_baseline and not r.failures for r in agent_results.values())
     assert "hacks" in report.passed, str(report)
+
+
+def _children() -> list[int]:
+    import os
+    from pathlib import Path
+
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid():
+            found.append(int(stat.parent.name))
+    return found
+
+
+@needs_local
+async def test_a_cancelled_rollout_closes_the_agent_and_the_grading_sandbox() -> None:
+    import asyncio
+
+    before = set(_children())
+    harness = _script_agent("import time\ntime.sleep(60)\n")
+    env = UnittestTask()
+    run = asyncio.ensure_future(
+        gym.rollout(env, ScriptedModel([]), env.tasks()[0], harness=harness)
+    )
+    await asyncio.sleep(3)  # both sandboxes are up: the agent's and the one grading starts
+    assert len(set(_children()) - before) >= 2
+    run.cancel()
+    await asyncio.wait({run})
+    await harness.aclose()
+    for _ in range(50):
+        if not set(_children()) - before:
+            break
+        await asyncio.sleep(0.1)
+    assert not set(_children()) - before

@@ -322,26 +322,38 @@ class CLIAgent(Described):
     async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
         endpoint = self.endpoint
         route = await endpoint.route(model)
+        provider = self._sandbox_provider()
         try:
-            async with self._sandbox_provider().start(self.spec_for(endpoint.bound_port)) as box:
-                launch = AgentLaunch(
-                    prompt=self.prompt(task),
-                    model=self.served_model,
-                    base_url=route.base_url,
-                    anthropic_base_url=route.anthropic_base_url,
-                    api_key=route.api_key,
-                    workdir=self.sandbox.workdir,
+            async with contextlib.AsyncExitStack() as stack:
+                # The grading sandbox starts while the agent works, off the critical path.
+                grading = asyncio.ensure_future(
+                    stack.enter_async_context(provider.start(self.sandbox))
                 )
-                workspace = _workspace(task, episode)
-                await workspace.setup(box)
-                result = await self._run_program(box, launch, route)
-                route.raise_failure()
-                await stop_processes(box)
-                files = await take_files(box)
-            # The agent's sandbox is gone with all it started; grading happens where
-            # nothing of the agent's is but its files, handed over as data.
-            async with self._sandbox_provider().start(self.sandbox) as grader:
-                await workspace.collect(grader, result, files)
+                try:
+                    async with provider.start(self.spec_for(endpoint.bound_port)) as box:
+                        launch = AgentLaunch(
+                            prompt=self.prompt(task),
+                            model=self.served_model,
+                            base_url=route.base_url,
+                            anthropic_base_url=route.anthropic_base_url,
+                            api_key=route.api_key,
+                            workdir=self.sandbox.workdir,
+                        )
+                        workspace = _workspace(task, episode)
+                        await workspace.setup(box)
+                        result = await self._run_program(box, launch, route)
+                        route.raise_failure()
+                        await stop_processes(box)
+                        files = await take_files(box)
+                    # The agent's sandbox is gone with all it started; grading happens
+                    # where nothing of the agent's is but its files, handed over as data.
+                    await workspace.collect(await grading, result, files)
+                finally:
+                    if not grading.done():
+                        grading.cancel()
+                    await asyncio.wait({grading})  # its sandbox, if started, closes with the stack
+                    if not grading.cancelled():
+                        grading.exception()  # raised above where it mattered
         finally:
             await route.aclose()
         route.raise_failure()
