@@ -147,11 +147,21 @@ async def test_the_agents_processes_are_killed_before_its_files_are_taken() -> N
 
 
 def test_protected_paths_and_shadowing_modules() -> None:
-    for path in ("conftest.py", "a/b/conftest.py", "x.pth", "__pycache__/calc.cpython-311.pyc"):
+    for path in (
+        "conftest.py",
+        "a/b/conftest.py",
+        "x.pth",
+        "__pycache__/calc.cpython-311.pyc",
+        "pyproject.toml",
+        ".bashrc",
+        ".gitconfig",
+        ".git/hooks/pre-commit",
+    ):
         assert protected(path), path
     assert not protected("calc.py") and not protected("tests/test_calc.py")
     assert shadows_a_module("unittest.py") and shadows_a_module("tests/json/__init__.py")
-    assert shadows_a_module("pytest.py")
+    assert shadows_a_module("pytest.py") and shadows_a_module("json.cpython-311-x86_64.so")
+    assert shadows_a_module("lib/os.so") and shadows_a_module("unittest/__init__.cpython.so")
     assert not shadows_a_module("calc.py") and not shadows_a_module("test/__init__.py")
     assert not shadows_a_module("json/data.txt")
 

@@ -64,8 +64,22 @@ PROTECTED = (
     "*.pyc",
     "__pycache__/*",
     "*/__pycache__/*",
+    # pytest reads `addopts` (`-p module`: a plugin of the agent's) from these
+    "pyproject.toml",
+    "setup.cfg",
+    "tox.ini",
+    # HOME is the workdir in the grading sandbox: a login shell, git and pdb read these
+    ".profile",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".gitconfig",
+    ".config/git/*",
+    ".git/hooks/*",
+    ".pdbrc",
 )
-"""Paths that run code when a check starts Python or pytest, whoever wrote them.
+"""Paths that run code when a check starts Python, pytest, a shell or git, whoever wrote
+them.
 
 `FilesWorkspace` grades with the task's own copy of each (from `files`) and drops the
 agent's. The agent's new Python modules named like a standard-library module (`unittest.py`,
@@ -216,9 +230,11 @@ def shadows_a_module(path: str) -> bool:
     """Whether `path` is a module or package named like a standard-library one, which a
     test run from its directory imports instead (`unittest.py`, `json/__init__.py`)."""
     parts = PurePosixPath(path).parts
-    if len(parts) >= 2 and parts[-1] == "__init__.py":
+    if len(parts) >= 2 and parts[-1].partition(".")[0] == "__init__":
         return parts[-2] in _SHADOWED
-    return parts[-1].endswith(".py") and parts[-1][:-3] in _SHADOWED
+    name, _, suffix = parts[-1].partition(".")
+    # `json.py`, and extension modules: `json.so`, `json.cpython-311-x86_64-linux-gnu.so`
+    return name in _SHADOWED and (suffix == "py" or suffix.endswith(("so", "pyd")))
 
 
 class FilesWorkspace:
