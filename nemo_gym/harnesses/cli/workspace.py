@@ -66,8 +66,11 @@ PROTECTED = (
     "*/__pycache__/*",
     # pytest reads `addopts` (`-p module`: a plugin of the agent's) from these
     "pyproject.toml",
+    "*/pyproject.toml",
     "setup.cfg",
+    "*/setup.cfg",
     "tox.ini",
+    "*/tox.ini",
     # HOME is the workdir in the grading sandbox: a login shell, git and pdb read these
     ".profile",
     ".bashrc",
