@@ -16,6 +16,12 @@ open and close (twice, harmlessly); tools have valid schemas; the oracle's turns
 the environment has an oracle) score `oracle_reward(task)` through the real harness and
 verifier, a wrong reply scores less, and verifying the same trajectory again gives the
 same rewards; `aclose()` can be called twice.
+
+With `hacks=True`, the reward-hacking suite too (`nemo_gym.testing.hacks`): every hack
+reply class that applies to the environment (and every hack agent, where its episodes
+give a CLI agent a `workspace`) runs on the first `hack_tasks` tasks, and a class that
+scores above what a wrong reply scores is a problem. `report.hacks` holds each class's
+result.
 """
 
 from __future__ import annotations
@@ -24,11 +30,14 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nemo_gym.errors import ConfigError
 from nemo_gym.protocols import Environment
 from nemo_gym.records import Rewards, Rollout, Task
+
+if TYPE_CHECKING:
+    from nemo_gym.testing.hacks import HackResult
 
 __all__ = ["CheckReport", "EnvCheckError", "Problem", "acheck_env", "check_env"]
 
@@ -56,6 +65,8 @@ class CheckReport:
     problems: list[Problem] = field(default_factory=list)
     passed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    hacks: list[HackResult] = field(default_factory=list)
+    """With `hacks=True`: each hack class's best score against the wrong reply's."""
 
     @property
     def ok(self) -> bool:
@@ -294,6 +305,32 @@ class _Checker:
                         "the verifier must score a wrong answer below the gold one",
                     )
 
+    async def check_hacks(self, tasks: Sequence[Task], provider: str) -> None:
+        from nemo_gym.testing.hacks import (
+            AGENT_HACKS,
+            REPLY_HACKS,
+            run_agent_hacks,
+            run_reply_hacks,
+        )
+
+        try:
+            results = await run_reply_hacks(self.env, tasks)
+            if await _has_workspace(self.env, tasks[0]):
+                results += await run_agent_hacks(self.env, tasks, provider=provider)
+        except Exception as exc:
+            self.fail("hacks", f"the hack suite raised {exc!r}", "fix what the message names")
+            return
+        self.report.hacks = results
+        for result in results:
+            if result.beats_baseline:
+                hack = REPLY_HACKS.get(result.hack) or AGENT_HACKS[result.hack]
+                self.fail(
+                    "hacks",
+                    f"hack {result.hack!r} ({hack.description}) scored {result.score:g}, "
+                    f"a wrong reply {result.baseline:g}; e.g. {result.example}",
+                    hack.fix,
+                )
+
     async def check_deterministic(self, task: Task, done: Rollout) -> None:
         first = done.rewards
         try:
@@ -319,6 +356,13 @@ class _Checker:
                     "remove randomness and outside state from the verifier",
                 )
                 return
+
+
+async def _has_workspace(env: Environment, task: Task) -> bool:
+    """Whether `env`'s episodes give a CLI agent something to work on."""
+    episode = await env.open(task)
+    async with episode:
+        return getattr(episode, "workspace", None) is not None
 
 
 def _reward(done: Rollout) -> float | None:
@@ -356,11 +400,15 @@ async def acheck_env(
     limit: int = 5,
     oracle_tasks: int = 3,
     splits: Iterable[str] | None = None,
+    hacks: bool = False,
+    hack_tasks: int = 2,
+    provider: str = "local",
 ) -> CheckReport:
     """Run every check on `env` (see the module doc) and return the report.
 
     `limit` tasks are loaded per split; the oracle and wrong replies run on the first
-    `oracle_tasks` of the "test" split (or the first split).
+    `oracle_tasks` of the "test" split (or the first split), the hacks (`hacks=True`) on
+    the first `hack_tasks`; hack agents run in sandboxes of `provider`.
     """
     report = CheckReport(getattr(env, "name", type(env).__name__))
     checker = _Checker(env, report)
@@ -379,6 +427,9 @@ async def acheck_env(
         await checker.check_oracle(main[:oracle_tasks])
         for check in ("oracle", "wrong", "deterministic"):
             checker.passed(check)
+        if hacks:
+            await checker.check_hacks(main[:hack_tasks], provider)
+            checker.passed("hacks")
         _check_rebuild(checker, main)
     try:
         aclose = getattr(env, "aclose", None)
@@ -428,15 +479,29 @@ def check_env(
     oracle_tasks: int = 3,
     splits: Iterable[str] | None = None,
     raise_on_error: bool = True,
+    hacks: bool = False,
+    hack_tasks: int = 2,
+    provider: str = "local",
 ) -> CheckReport:
     """Check `env` (see the module doc); raise `EnvCheckError` listing every problem.
 
+    `hacks=True` runs the reward-hacking suite too (`nemo_gym.testing.hacks`).
     Synchronous (it runs its own event loop, in a thread inside a running one); in
     async code `await acheck_env(env)`.
     """
     from nemo_gym.collect import run_sync
 
-    report = run_sync(acheck_env(env, limit=limit, oracle_tasks=oracle_tasks, splits=splits))
+    report = run_sync(
+        acheck_env(
+            env,
+            limit=limit,
+            oracle_tasks=oracle_tasks,
+            splits=splits,
+            hacks=hacks,
+            hack_tasks=hack_tasks,
+            provider=provider,
+        )
+    )
     if raise_on_error and not report.ok:
         raise EnvCheckError(report)
     return report

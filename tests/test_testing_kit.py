@@ -340,8 +340,8 @@ def test_trajectories_for_a_given_task(trajectory: Trajectory) -> None:
 def test_the_docs_examples_run_as_written(pytester: pytest.Pytester) -> None:
     page = Path(__file__).parents[1] / "docs" / "testing.md"
     blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     pytester.makeini(USER_INI)
     pytester.makepyfile(**{f"test_docs_{i}": block for i, block in enumerate(blocks)})
     result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4)

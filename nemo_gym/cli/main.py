@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from nemo_gym.cli import check as env_check
 from nemo_gym.errors import ConfigError, NemoGymError
 from nemo_gym.protocols import Model
 from nemo_gym.records import RunMetrics, Sampling
@@ -558,6 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("path", metavar="CONFIG_OR_DATA")
     validate.set_defaults(func=_run("env_validate"))
+    env_check.add_parser(env_commands)
 
     evaluation = commands.add_parser("eval", help="run, re-score, look at and compare evaluations")
     eval_commands = _subparsers(evaluation, "eval_command")

@@ -564,9 +564,9 @@ class WorkerSandbox:
         )
         return blobs[0] if blobs else b""
 
-    async def reset(self) -> None:
-        """Kill every process the sandbox's execs left behind and empty the workdir."""
-        await self._call({"op": "reset"}, [], 30.0)
+    async def reset(self, *, wipe: bool = True) -> None:
+        """Kill every process the sandbox's execs left behind and (`wipe`) empty the workdir."""
+        await self._call({"op": "reset", "wipe": wipe}, [], 30.0)
 
 
 class _Oversized(Exception):

@@ -542,7 +542,8 @@ class Worker:
                 self.expire(job.run, time.monotonic())
         elif op == "reset":
             self.kill_all(keep_spare=True)
-            self.wipe_workdir()
+            if req.get("wipe", True):
+                self.wipe_workdir()
             self.send({"id": req["id"], "ok": True})
         elif op == "shutdown":
             self.closing = True

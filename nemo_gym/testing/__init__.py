@@ -8,7 +8,8 @@ assert result.reward == 1.0
 `nemo_gym.testing.fakes` (a fake OpenAI server on a mock transport),
 `nemo_gym.testing.httpserver` (a loopback HTTP server with injectable failures),
 `nemo_gym.testing.strategies` (hypothesis), `nemo_gym.testing.faults` (fault injection),
-`nemo_gym.testing.invariants` (the invariant suite) and `nemo_gym.testing.synthetic`
+`nemo_gym.testing.invariants` (the invariant suite), `nemo_gym.testing.hacks` (the
+reward-hacking suite) and `nemo_gym.testing.synthetic`
 (an environment and a model of any size) are imported on first use, and the pytest
 plugin (`scripted_model`, `fake_openai`, `gym_task` fixtures) is loaded by pytest itself.
 """
@@ -25,6 +26,7 @@ from nemo_gym.records import Message, Rewards, Task, Trajectory
 if TYPE_CHECKING:
     from nemo_gym.testing import fakes as fakes
     from nemo_gym.testing import faults as faults
+    from nemo_gym.testing import hacks as hacks
     from nemo_gym.testing import httpserver as httpserver
     from nemo_gym.testing import invariants as invariants
     from nemo_gym.testing import strategies as strategies
@@ -33,7 +35,16 @@ if TYPE_CHECKING:
 
 __all__ = ["OracleModel", "make_task", "trajectory", "verify"]
 
-_LAZY_MODULES = {"fakes", "faults", "httpserver", "invariants", "oracle", "strategies", "synthetic"}
+_LAZY_MODULES = {
+    "fakes",
+    "faults",
+    "hacks",
+    "httpserver",
+    "invariants",
+    "oracle",
+    "strategies",
+    "synthetic",
+}
 
 
 def make_task(

@@ -3,7 +3,11 @@
 - `ReferenceMatch`: RULER's string match. `mode="all"` is the fraction of references the
   reply contains, `mode="any"` whether it contains one (case-insensitive; a task's
   `metadata["match"]` overrides the mode); `soft=True`
-  also credits a near miss with 1 - word error rate (RULER v2), never below 0.
+  also credits a near miss with 1 - word error rate (RULER v2), never below 0. Unlike
+  RULER, a reference is not found in text the reply copied from the prompt (runs of
+  `copy_span` words or more: echoing the context names every value in it), and a reply
+  that names more numbers or ids shaped like the references than there are references
+  scores 0 (hedging: listing candidates until one is right).
 - `NodeSetF1`: GraphWalks' F1 between the node list on the reply's last line
   (`Final Answer: [a, b]`, quoted or not) and the gold set.
 - `SequenceRatio`: MRCR's grade: 0 unless the reply starts with the task's required
@@ -32,6 +36,7 @@ __all__ = [
     "SequenceRatio",
     "copied_share",
     "parse_final_list",
+    "without_copies",
     "word_error_rate",
 ]
 
@@ -75,10 +80,12 @@ class ReferenceMatch:
         *,
         soft: bool = False,
         gold: GoldFn | None = None,
+        copy_span: int | None = 16,
     ) -> None:
         if mode not in ("all", "any"):
             raise ConfigError(f"ReferenceMatch mode must be 'all' or 'any', got {mode!r}")
         self.mode, self.soft, self.gold = mode, soft, gold
+        self.copy_span = copy_span
 
     def _one(self, reply: str, reference: str) -> float:
         hit = float(reference.lower() in reply)
@@ -88,9 +95,20 @@ class ReferenceMatch:
 
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
         refs = _references(task, self.gold)
-        reply = response_text(trajectory).lower()
-        scores = [self._one(reply, r) for r in refs]
+        reply = response_text(trajectory)
+        if self.copy_span:
+            source = "\n".join(m.content or "" for m in task.messages)
+            reply = without_copies(reply, source, self.copy_span)
+        reply = reply.lower()
         mode = task.metadata.get("match", self.mode)
+        hedged = _hedged(reply, refs, 1 if mode == "any" else len(refs))
+        if hedged is not None:
+            return Rewards(
+                reward=0.0,
+                components={"recall": 0.0},
+                metadata={"found": [], "reason": hedged},
+            )
+        scores = [self._one(reply, r) for r in refs]
         score = sum(scores) / len(scores) if mode == "all" else max(scores)
         found = [r for r, s in zip(refs, scores, strict=True) if s == 1.0]
         return Rewards(
@@ -98,6 +116,45 @@ class ReferenceMatch:
             components={"recall": sum(s == 1.0 for s in scores) / len(scores)},
             metadata={"found": found},
         )
+
+
+_SHAPES = (
+    (re.compile(r"^\d{3,}$"), lambda ref: r"(?<![\w.])\d{" + str(len(ref)) + r"}(?![\w]|\.\d)"),
+    (
+        re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"),
+        lambda ref: r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    ),
+)
+
+
+def _hedged(reply: str, refs: list[str], allowed: int) -> str | None:
+    """Why `reply` hedges (it names more numbers or ids shaped like the references than
+    `allowed`), or None. Only numbers of 3+ digits and UUIDs have a shape: a reply
+    may well mention other words while it reasons."""
+    patterns: set[str] = set()
+    for ref in refs:
+        for shape, pattern_of in _SHAPES:
+            if shape.match(ref.lower()):
+                patterns.add(pattern_of(ref))
+    for pattern in patterns:
+        named = set(re.findall(pattern, reply))
+        if len(named) > allowed:
+            return f"names {len(named)} candidates shaped like the answer, {allowed} asked"
+    return None
+
+
+def without_copies(reply: str, source: str, n: int) -> str:
+    """`reply` without its runs of `n` or more words copied from `source`."""
+    words = reply.split()
+    if len(words) < n:
+        return reply
+    grams = _ngrams(source, n)
+    lowered = [w.lower() for w in words]
+    copied = [False] * len(words)
+    for i in range(len(words) - n + 1):
+        if tuple(lowered[i : i + n]) in grams:
+            copied[i : i + n] = [True] * n
+    return " ".join(w for w, c in zip(words, copied, strict=True) if not c)
 
 
 def parse_final_list(text: str) -> list[str] | None:

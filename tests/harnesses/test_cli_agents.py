@@ -13,6 +13,7 @@ program's real requests (recorded/*.json.gz: its first and last request of this 
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 from pathlib import Path
@@ -58,11 +59,35 @@ def _installed(name: str) -> None:
 async def _run(harness: CLIAgent) -> tuple[gym.Rollout, ScriptedModel]:
     env = FixTheTest()
     model = ScriptedModel(policy)
+    watch = asyncio.ensure_future(_watch_command_lines(harness))
     try:
         rollout = await gym.rollout(env, model, env.tasks()[0], harness=harness)
     finally:
+        watch.cancel()
+        leaked = await watch
         await harness.aclose()
+    assert not leaked, f"route tokens on command lines: {leaked}"
     return rollout, model
+
+
+async def _watch_command_lines(harness: CLIAgent) -> list[str]:
+    """Every command line on the host that holds an open route token, until cancelled.
+
+    Any local user reads /proc/*/cmdline; whoever holds a token speaks as the policy.
+    """
+    leaked: list[str] = []
+    try:
+        while True:
+            tokens = list(harness.endpoint._routes)
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                leaked += [text[:300] for token in tokens if token in text]
+            await asyncio.sleep(0.02)
+    except asyncio.CancelledError:
+        return leaked
 
 
 @needs_local
@@ -98,7 +123,8 @@ async def test_real_agent_fixes_the_test_and_every_call_is_captured(name: str) -
 # stdlib chat-completions agent that runs the model's `bash` calls.
 TINY_AGENT = r"""
 import json, os, subprocess, sys, urllib.request
-base, key, model, task = sys.argv[1:5]
+model, task = sys.argv[1:3]
+base, key = os.environ["AGENT_BASE_URL"], os.environ["AGENT_API_KEY"]
 tools = [{"type": "function", "function": {"name": "bash", "parameters": {
     "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
 messages = [{"role": "system", "content": "You are tiny."}, {"role": "user", "content": task}]
@@ -122,7 +148,8 @@ def tiny(**options: Any) -> CLIAgent:
     adapter = CommandAdapter(
         name="tiny",
         dialect="chat",
-        command=["python3", "{home}/agent.py", "{base_url}", "{api_key}", "{model}", "{prompt}"],
+        command=["python3", "{home}/agent.py", "{model}", "{prompt}"],
+        env={"AGENT_BASE_URL": "{base_url}", "AGENT_API_KEY": "{api_key}"},
         files={"{home}/agent.py": TINY_AGENT.replace("{", "{{").replace("}", "}}")},
     )
     return CLIAgent(adapter, **options)
@@ -233,9 +260,9 @@ def _launch() -> Any:
     return AgentLaunch(
         prompt="p",
         model="m",
-        base_url="http://127.0.0.1:1/r/t/v1",
-        anthropic_base_url="http://127.0.0.1:1/r/t",
-        api_key="t",
+        base_url="http://127.0.0.1:1/r/tok3n/v1",
+        anthropic_base_url="http://127.0.0.1:1/r/tok3n",
+        api_key="tok3n",
         workdir="/work",
     )
 
@@ -244,10 +271,53 @@ def _launch() -> Any:
 def test_adapters_point_the_program_at_the_endpoint(name: str) -> None:
     adapter = HARNESSES[name](executable="/opt/x/bin/prog").adapter
     launch = _launch()
-    text = json.dumps([adapter.command(launch), adapter.files(launch), adapter.env(launch)])
+    text = json.dumps([adapter.files(launch), adapter.env(launch)])
     base = launch.anthropic_base_url if adapter.dialect == "messages" else launch.base_url
     assert base in text and launch.api_key in text and "p" in adapter.command(launch)
+    # the token (in the key and the URLs) never reaches the command line
+    assert not [a for a in adapter.command(launch) if "tok3n" in a], adapter.command(launch)
     assert adapter.mounts() == ["/opt/x"]
+
+
+def test_a_command_adapter_keeps_the_token_off_its_command_line() -> None:
+    for field in ("api_key", "base_url", "anthropic_base_url"):
+        with pytest.raises(gym.errors.ConfigError, match="route token"):
+            CommandAdapter(name="x", command=["prog", f"--key={{{field}}}"])
+    CommandAdapter(name="x", command=["prog", "{{api_key}}"])  # a literal brace is no field
+
+
+@needs_local
+async def test_an_adapter_that_puts_the_token_in_argv_is_refused_before_it_runs() -> None:
+    class Leaky:
+        name = "leaky"
+        dialect = "chat"
+
+        def command(self, launch: Any) -> list[str]:
+            return ["sh", "-c", "echo ran > /work/ran", "--", launch.api_key]
+
+        def files(self, launch: Any) -> dict[str, str]:
+            return {}
+
+        def env(self, launch: Any) -> dict[str, str]:
+            return {}
+
+        def mounts(self) -> list[str]:
+            return []
+
+    rollout, _ = await _run(CLIAgent(Leaky()))
+    assert rollout.failure is not None and "route token" in rollout.failure.message
+
+
+@needs_local
+async def test_adapter_files_are_written_owner_only() -> None:
+    probe = CommandAdapter(
+        name="mode",
+        command=["sh", "-c", "stat -c %a {home}/conf.json > NOTES.md"],
+        files={"{home}/conf.json": '{{"key": "{api_key}"}}'},
+    )
+    rollout, _ = await _run(CLIAgent(probe))
+    assert rollout.ok, rollout.failure
+    assert rollout.trajectory.final_state["files"]["NOTES.md"] == "600\n"
 
 
 @pytest.mark.parametrize("name", list(HARNESSES))

@@ -446,3 +446,26 @@ def test_ifeval_task_validates_rows() -> None:
                 "kwargs": [{"num_words": "ten", "relation": "at least"}],
             }
         )
+
+
+async def test_a_reply_that_only_repeats_the_prompt_follows_nothing() -> None:
+    import nemo_gym as gym
+    from nemo_gym.verify.ifeval import IFEvalVerifier
+
+    prompt = (
+        "Name a fruit and say why you like it. "
+        "The last word of your response should be the word summer."
+    )
+    task = gym.Task(
+        prompt=prompt,
+        metadata={
+            "instruction_id_list": ["keywords:existence"],
+            "kwargs": [{"keywords": ["fruit", "summer"]}],
+        },
+    )
+    echoed = await gym.testing.verify(IFEvalVerifier(), task=task, response=prompt)
+    assert echoed.reward == 0.0 and echoed.metadata["reason"] == "the reply only repeats the prompt"
+    own = "A mango: its fruit tastes of summer."
+    assert (await gym.testing.verify(IFEvalVerifier(), task=task, response=own)).reward == 1.0
+    repeated = f"{prompt}\n\nA mango: its fruit tastes of summer."
+    assert (await gym.testing.verify(IFEvalVerifier(), task=task, response=repeated)).reward == 1.0

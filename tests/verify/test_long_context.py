@@ -91,3 +91,35 @@ async def test_copied_reasoning_is_penalised() -> None:
     assert (await gym.testing.verify(verifier, task=task, response=own)).reward == 1.0
     with pytest.raises(gym.errors.ConfigError):
         PenalizeCopying(ReferenceMatch(), rule="halve")  # type: ignore[arg-type]
+
+
+async def test_echoing_the_context_finds_no_reference() -> None:
+    filler = " ".join(f"filler{i} sentence about nothing" for i in range(40))
+    prompt = f"{filler} The special magic number is: 4829103. {filler}\nWhat is the number?"
+    task = gym.Task(prompt=prompt, answer=["4829103"])
+    echoed = await gym.testing.verify(ReferenceMatch("all"), task=task, response=prompt)
+    honest = await gym.testing.verify(
+        ReferenceMatch("all"), task=task, response="The special magic number is 4829103."
+    )
+    raw = await gym.testing.verify(
+        ReferenceMatch("all", copy_span=None), task=task, response=prompt
+    )
+    assert (echoed.reward, honest.reward, raw.reward) == (0.0, 1.0, 1.0)
+
+
+async def test_hedged_candidates_score_zero() -> None:
+    task = gym.Task(prompt="q", answer=["4829103"])
+    hedge = await gym.testing.verify(
+        ReferenceMatch("all"), task=task, response="It is 4829102, 4829103 or 4829104."
+    )
+    committed = await gym.testing.verify(
+        ReferenceMatch("all"), task=task, response="Line 2019 says it: 4829103, in 2.5 s."
+    )
+    assert hedge.reward == 0.0 and "candidates" in hedge.metadata["reason"]
+    assert committed.reward == 1.0  # other numbers of another shape are no candidates
+    uuids = ["6f1c0c2e-8a47-4f4e-9b43-1d2f0a6b7c8d", "0b0e5d8a-3c4f-4d1e-8f2a-9c7b6a5d4e3f"]
+    task = gym.Task(prompt="q", answer=uuids)
+    both = await gym.testing.verify(ReferenceMatch("all"), task=task, response=" ".join(uuids))
+    extra = [*uuids, "11111111-2222-4333-8444-555555555555"]
+    hedge = await gym.testing.verify(ReferenceMatch("all"), task=task, response=" ".join(extra))
+    assert (both.reward, hedge.reward) == (1.0, 0.0)

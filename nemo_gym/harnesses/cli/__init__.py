@@ -9,7 +9,9 @@
    endpoint's, the program's install directory shown read-only;
 3. puts the task's files in the workdir (`episode.workspace.setup`, else
    `task.metadata["files"]`), writes the program's config, runs it on the prompt;
-4. lets the environment check the result in the same sandbox
+4. once the program ended, kills every process left in its sandbox, takes the workdir
+   as data (`take_files`: files only, links leaving it refused) and closes the sandbox;
+5. lets the environment grade those files in a fresh sandbox of the base spec
    (`episode.workspace.collect`), then yields the conversation of the program's last
    model call.
 
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import string
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -34,13 +38,20 @@ from typing import Any, Protocol, runtime_checkable
 from nemo_gym.endpoint import Dialect, ModelEndpoint, Route
 from nemo_gym.errors import ConfigError, HarnessError, RolloutTimeout
 from nemo_gym.harnesses import opening_messages
-from nemo_gym.harnesses.cli.workspace import FilesWorkspace, Workspace
+from nemo_gym.harnesses.cli.workspace import (
+    AgentFiles,
+    FilesWorkspace,
+    Workspace,
+    stop_processes,
+    take_files,
+)
 from nemo_gym.protocols import Episode, Model, Sandbox, SandboxProvider
 from nemo_gym.records import Event, ExecResult, Message, ResourceLimits, SandboxSpec, Task
 from nemo_gym.registry import Described
 
 __all__ = [
     "AGENT_LIMITS",
+    "AgentFiles",
     "AgentLaunch",
     "CLIAdapter",
     "CLIAgent",
@@ -72,10 +83,12 @@ class AgentLaunch:
     model: str
     """The model name the program is told to use (a label; any name reaches the policy)."""
     base_url: str
-    """OpenAI-style base URL, ending in /v1."""
+    """OpenAI-style base URL, ending in /v1 (it holds the route token)."""
     anthropic_base_url: str
-    """Anthropic-style base URL (the client adds /v1/messages)."""
+    """Anthropic-style base URL (the client adds /v1/messages; it holds the route token)."""
     api_key: str
+    """The route token. It, and both URLs, go in `env` or `files`, never in `command`:
+    any local user reads every process's command line in /proc."""
     workdir: str
     home: str = HOME
 
@@ -136,6 +149,13 @@ class CommandAdapter:
     def __post_init__(self) -> None:
         if not self.command:
             raise ConfigError(f"CommandAdapter {self.name!r}: command is empty")
+        secret = sorted(_fields(self.command) & SECRET_FIELDS)
+        if secret:
+            raise ConfigError(
+                f"CommandAdapter {self.name!r}: command uses "
+                f"{', '.join('{' + f + '}' for f in secret)}, which hold the route token; "
+                "any local user reads command lines in /proc: pass them in env or files"
+            )
         if self.dialect not in ("chat", "responses", "messages"):
             raise ConfigError(
                 f"CommandAdapter {self.name!r}: dialect must be chat, responses or messages, "
@@ -160,6 +180,21 @@ class CommandAdapter:
 
     def env_for(self, launch: AgentLaunch) -> dict[str, str]:
         return {k: self._fill(v, launch) for k, v in self.env.items()}
+
+
+SECRET_FIELDS = frozenset({"api_key", "base_url", "anthropic_base_url"})
+"""The `AgentLaunch` fields that hold the route token."""
+
+
+def _fields(templates: Sequence[str]) -> set[str]:
+    names: set[str] = set()
+    for template in templates:
+        try:
+            parsed = list(string.Formatter().parse(template))
+        except ValueError:
+            continue  # a malformed template fails with its own message when filled
+        names |= {name for _, name, _, _ in parsed if name}
+    return names
 
 
 class _Templated:
@@ -287,21 +322,38 @@ class CLIAgent(Described):
     async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
         endpoint = self.endpoint
         route = await endpoint.route(model)
+        provider = self._sandbox_provider()
         try:
-            async with self._sandbox_provider().start(self.spec_for(endpoint.bound_port)) as box:
-                launch = AgentLaunch(
-                    prompt=self.prompt(task),
-                    model=self.served_model,
-                    base_url=route.base_url,
-                    anthropic_base_url=route.anthropic_base_url,
-                    api_key=route.api_key,
-                    workdir=self.sandbox.workdir,
+            async with contextlib.AsyncExitStack() as stack:
+                # The grading sandbox starts while the agent works, off the critical path.
+                grading = asyncio.ensure_future(
+                    stack.enter_async_context(provider.start(self.sandbox))
                 )
-                workspace = _workspace(task, episode)
-                await workspace.setup(box)
-                result = await self._run_program(box, launch, route)
-                route.raise_failure()
-                await workspace.collect(box, result)
+                try:
+                    async with provider.start(self.spec_for(endpoint.bound_port)) as box:
+                        launch = AgentLaunch(
+                            prompt=self.prompt(task),
+                            model=self.served_model,
+                            base_url=route.base_url,
+                            anthropic_base_url=route.anthropic_base_url,
+                            api_key=route.api_key,
+                            workdir=self.sandbox.workdir,
+                        )
+                        workspace = _workspace(task, episode)
+                        await workspace.setup(box)
+                        result = await self._run_program(box, launch, route)
+                        route.raise_failure()
+                        await stop_processes(box)
+                        files = await take_files(box)
+                    # The agent's sandbox is gone with all it started; grading happens
+                    # where nothing of the agent's is but its files, handed over as data.
+                    await workspace.collect(await grading, result, files)
+                finally:
+                    if not grading.done():
+                        grading.cancel()
+                    await asyncio.wait({grading})  # its sandbox, if started, closes with the stack
+                    if not grading.cancelled():
+                        grading.exception()  # raised above where it mattered
         finally:
             await route.aclose()
         route.raise_failure()
@@ -310,16 +362,22 @@ class CLIAgent(Described):
             yield message
 
     async def _run_program(self, box: Sandbox, launch: AgentLaunch, route: Route) -> ExecResult:
+        command = self.adapter.command(launch)
+        leaked = [i for i, arg in enumerate(command) if route.token in arg]
+        if leaked:
+            raise ConfigError(
+                f"{self.adapter.name}: argv[{leaked[0]}] of its command holds the route token "
+                "(the API key or a base URL); any local user reads command lines in /proc: "
+                "pass it through the adapter's env or files"
+            )
         await box.exec(["mkdir", "-p", launch.home], timeout=30)
         for path, content in self.adapter.files(launch).items():
-            await box.write_file(path, content)
+            await _write_private(box, path, content)
         env = {"HOME": launch.home, "TERM": "dumb", "NO_COLOR": "1", "CI": "1"}
         env.update(self.sandbox.env)
         env.update(self.adapter.env(launch))
         program = asyncio.ensure_future(
-            box.exec(
-                self.adapter.command(launch), timeout=self.timeout, env=env, cwd=launch.workdir
-            )
+            box.exec(command, timeout=self.timeout, env=env, cwd=launch.workdir)
         )
         failed = asyncio.ensure_future(route.failed.wait())
         try:
@@ -354,13 +412,22 @@ class CLIAgent(Described):
             await self._endpoint.aclose()
 
 
+async def _write_private(box: Sandbox, path: str, content: str) -> None:
+    """Write an adapter's file readable by its owner alone (it may hold the route token)."""
+    if "mode" in inspect.signature(box.write_file).parameters:
+        await box.write_file(path, content, mode=0o600)  # type: ignore[call-arg]
+        return
+    await box.exec(["sh", "-c", 'umask 077 && : > "$1"', "sh", path], timeout=30)
+    await box.write_file(path, content)
+
+
 def _workspace(task: Task, episode: Episode) -> Workspace:
     workspace = getattr(episode, "workspace", None)
     if workspace is not None:
         if not isinstance(workspace, Workspace):
             raise ConfigError(
                 f"episode.workspace is {type(workspace).__name__}, not a Workspace "
-                "(async setup(sandbox), async collect(sandbox, agent))"
+                "(async setup(sandbox), async collect(sandbox, agent, files))"
             )
         return workspace
     files = task.metadata.get("files") or {}

@@ -10,7 +10,7 @@ internet (no update checks, no telemetry). The programs are installed by
 | `Codex` | `codex exec` | OpenAI Responses | `~/.codex/config.toml`: a provider with our URL |
 | `ClaudeCode` | `claude -p` | Anthropic Messages | `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` |
 | `OpenCode` | `opencode run` | OpenAI chat | `opencode.json`: an openai-compatible provider |
-| `MiniSWEAgent` | `mini` | OpenAI chat (litellm) | `model.model_kwargs.api_base` / `api_key` |
+| `MiniSWEAgent` | `mini` | OpenAI chat (litellm) | a `--config` file: `api_base`, `api_key` |
 """
 
 from __future__ import annotations
@@ -237,6 +237,11 @@ class MiniSWEAgentAdapter(_ProgramAdapter):
         super().__init__(executable=executable, args=args)
         self.step_limit = step_limit
 
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        # The route token is in both values: a file (mode 0600), never the command line.
+        model = {"model_kwargs": {"api_base": launch.base_url, "api_key": launch.api_key}}
+        return {f"{launch.home}/nemo_gym-model.yaml": json.dumps({"model": model})}
+
     def env(self, launch: AgentLaunch) -> dict[str, str]:
         return {
             "MSWEA_CONFIGURED": "true",  # skip the first-run setup prompt
@@ -261,9 +266,7 @@ class MiniSWEAgentAdapter(_ProgramAdapter):
             "--config",
             "mini.yaml",
             "--config",
-            f"model.model_kwargs.api_base={launch.base_url}",
-            "--config",
-            f"model.model_kwargs.api_key={launch.api_key}",
+            f"{launch.home}/nemo_gym-model.yaml",  # a JSON document is YAML
             "--config",
             "model.cost_tracking=ignore_errors",
             "--config",

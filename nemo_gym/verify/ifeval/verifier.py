@@ -9,6 +9,10 @@ from typing import Any, Literal
 from nemo_gym.errors import VerifierError
 from nemo_gym.records import Rewards, Rollout, Task, Trajectory
 from nemo_gym.verify.ifeval.scoring import build_instructions, score_instructions
+from nemo_gym.verify.long_context import without_copies
+
+ECHO_SPAN = 8
+"""A reply made only of runs of this many words copied from the prompt scores 0."""
 
 Mode = Literal["strict", "loose"]
 RewardLevel = Literal["prompt", "instruction"]
@@ -27,7 +31,9 @@ class IFEvalVerifier:
     chooses strict or loose scoring for it. The components always hold all four scores
     ("prompt_strict", "instruction_strict", "prompt_loose", "instruction_loose") and the
     metadata the per-instruction results under "instructions". An unknown instruction id
-    or bad kwargs raises `VerifierError` naming the id and field.
+    or bad kwargs raises `VerifierError` naming the id and field. A reply that only
+    repeats the prompt (runs of `ECHO_SPAN` words or more) scores 0 on every level:
+    the prompt holds the words its instructions ask for.
     """
 
     def __init__(self, mode: Mode = "strict", reward: RewardLevel = "prompt") -> None:
@@ -55,7 +61,22 @@ class IFEvalVerifier:
         instructions = build_instructions(metadata["instruction_id_list"], metadata.get("kwargs"))
         # Checking is pure CPU (langdetect, regexes over the whole response, eight loose
         # variants), so it runs in a worker thread rather than on the event loop.
-        score = await asyncio.to_thread(score_instructions, trajectory.final_text, instructions)
+        reply = trajectory.final_text
+        prompt = "\n".join(m.content or "" for m in task.messages if m.role != "assistant")
+        if reply.strip() and not without_copies(reply, prompt, ECHO_SPAN).strip():
+            # The prompt names the words, endings and phrases its instructions ask for, so
+            # repeating it follows them without answering anything.
+            zero = {f"{r}_{m}": 0.0 for r in ("prompt", "instruction") for m in ("strict", "loose")}
+            return Rewards(
+                reward=0.0,
+                components=zero,
+                metadata={
+                    "mode": self.mode,
+                    "reward_level": self.reward,
+                    "reason": "the reply only repeats the prompt",
+                },
+            )
+        score = await asyncio.to_thread(score_instructions, reply, instructions)
         components = score.components()
         return Rewards(
             reward=components[f"{self.reward}_{self.mode}"],
