@@ -37,13 +37,8 @@ PENDING_ISSUE_21 = frozenset(
 )
 """(environment, hack class) pairs the answer-extraction fix of issue 21 closes."""
 
-PENDING_CODE_VERIFICATION = frozenset({("humaneval", "exit_early"), ("mbpp", "exit_early")})
-"""Pairs the code-verification fix of issue 17 (a per-run completion nonce) closes."""
-
-PENDING = PENDING_ISSUE_21 | PENDING_CODE_VERIFICATION
-NOTES = {pair: "issue 21" for pair in PENDING_ISSUE_21} | {
-    pair: "issue 17, code verification" for pair in PENDING_CODE_VERIFICATION
-}
+PENDING = PENDING_ISSUE_21
+NOTES = {pair: "issue 21" for pair in PENDING_ISSUE_21}
 HACK_TASKS = 2
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
 BEGIN = "<!-- hack-table: begin (python tests/test_hacks.py --write) -->\n"
