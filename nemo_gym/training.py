@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADVANTAGES",
+    "GRPO_EPSILON",
     "AdvantageMethod",
     "TrainingBatch",
     "TrainingSample",
@@ -43,6 +44,8 @@ __all__ = [
 ]
 
 AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
+GRPO_EPSILON = 1e-4
+"""The `grpo` advantage's `std + epsilon` term: TRL's `GRPOTrainer` value (verl uses 1e-6)."""
 ADVANTAGES: tuple[AdvantageMethod, ...] = ("grpo", "dr_grpo", "rloo")
 """The advantage estimators `build` and `group_advantages` accept."""
 
@@ -173,12 +176,15 @@ def group_advantages(
     rewards: Sequence[float | None],
     method: AdvantageMethod = "grpo",
     *,
-    epsilon: float = 1e-6,
+    epsilon: float = GRPO_EPSILON,
 ) -> list[float]:
     """Advantages of one group's rewards; a None reward (masked) gets 0 and no say.
 
     - `grpo`: `(r - mean) / (std + epsilon)`, std with Bessel's correction (as TRL and
-      verl compute it); a group of one, or of equal rewards, gets 0.
+      verl compute it); a group of one, or of equal rewards, gets 0. `epsilon` defaults
+      to TRL's 1e-4 (`GRPO_EPSILON`); pass 1e-6 to match verl's
+      `compute_grpo_outcome_advantage`. It matters where the std is small: two rewards
+      0.0 and 0.001 get advantages +-0.62 with 1e-4 and +-0.71 with 1e-6.
     - `dr_grpo`: `r - mean` (Dr. GRPO drops the std; its other change, a constant
       length normaliser, belongs to the loss).
     - `rloo`: `r - mean of the others` (leave-one-out baseline); 0 with fewer than two.
@@ -278,7 +284,7 @@ def build(
     groups: Iterable[Sequence[Rollout]],
     *,
     advantage: AdvantageMethod = "grpo",
-    epsilon: float = 1e-6,
+    epsilon: float = GRPO_EPSILON,
     max_length: int | None = None,
 ) -> TrainingBatch:
     """Samples of every rollout in `groups` (what `gym.groups` yields), with advantages.

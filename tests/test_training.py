@@ -136,7 +136,7 @@ def test_advantage_methods_on_a_known_group() -> None:
     rewards = [1.0, 0.0, 0.0, 1.0]
     std = math.sqrt(1 / 3)  # Bessel-corrected
     assert training.group_advantages(rewards, "grpo") == pytest.approx(
-        [0.5 / (std + 1e-6), -0.5 / (std + 1e-6)] * 1 + [-0.5 / (std + 1e-6), 0.5 / (std + 1e-6)]
+        [0.5 / (std + 1e-4), -0.5 / (std + 1e-4)] * 1 + [-0.5 / (std + 1e-4), 0.5 / (std + 1e-4)]
     )
     assert training.group_advantages(rewards, "dr_grpo") == [0.5, -0.5, -0.5, 0.5]
     assert training.group_advantages(rewards, "rloo") == pytest.approx(
@@ -149,6 +149,24 @@ def test_advantage_methods_on_a_known_group() -> None:
         training.group_advantages(rewards, "ppo")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="finite"):
         training.group_advantages([1.0, float("inf")])
+
+
+def test_grpo_advantages_equal_trl_s_own_computation() -> None:
+    """The default epsilon is TRL's: with a small reward spread, 1e-6 (our old default,
+    verl's) gives advantages ~14% larger than the ones GRPOTrainer trains on."""
+    trl_utils = pytest.importorskip("trl.trainer.utils")
+    groups = [[0.0, 0.001, 0.0, 0.001], [1.0, 0.0, float("nan"), 0.5], [0.2, 0.2, 0.2, 0.3]]
+    rewards = torch.tensor(groups, dtype=torch.float32)
+    # GRPOTrainer._generate_and_score_completions, scale_rewards="group":
+    mean = torch.nanmean(rewards, dim=1, keepdim=True)
+    std = trl_utils.nanstd(rewards, dim=1, keepdim=True)
+    expected = torch.nan_to_num((rewards - mean) / (std + 1e-4), nan=0.0)
+    for group, want in zip(groups, expected.tolist(), strict=True):
+        ours = training.group_advantages([None if math.isnan(r) else r for r in group])
+        assert ours == pytest.approx(want, rel=1e-4, abs=1e-5)
+    assert training.GRPO_EPSILON == 1e-4
+    verl_like = training.group_advantages(groups[0], epsilon=1e-6)
+    assert verl_like[1] == pytest.approx(0.001 / 2 / (math.sqrt(1e-6 / 3) + 1e-6))
 
 
 rewards_lists = st.lists(
