@@ -44,6 +44,7 @@ from nemo_gym import runner, training
 from nemo_gym.errors import ConfigError, SandboxError, ToolError, require
 from nemo_gym.harnesses import opening_messages
 from nemo_gym.integrations.bridge import LoopThread, shared_loop
+from nemo_gym.knobs import KNOBS, active_knobs
 from nemo_gym.lifecycle import close_all
 from nemo_gym.protocols import Environment, Harness, Model, as_verifier
 from nemo_gym.records import (
@@ -385,23 +386,36 @@ def reward_funcs(
 # The rollout function
 
 
+_SAMPLING_NAMES = {"temperature": "temperature", "top_p": "top_p", "seed": "seed", "stop": "stop"}
+_SAMPLING_NAMES |= {"max_tokens": "max_tokens", "max_new_tokens": "max_tokens"}
+
+
 def _trainer_sampling(trainer: Any) -> Sampling:
-    """The sampling TRL's own generation would use, as our `Sampling`."""
-    extra: dict[str, Any] = {}
-    top_k = getattr(trainer, "top_k", None)
-    if top_k not in (None, 0, -1):
-        extra["top_k"] = top_k
-    min_p = getattr(trainer, "min_p", None)
-    if min_p not in (None, 0.0):
-        extra["min_p"] = min_p
-    penalty = getattr(trainer, "repetition_penalty", None)
-    if penalty not in (None, 1.0):
-        extra["repetition_penalty"] = penalty
+    """The sampling TRL's own generation would use, as our `Sampling`.
+
+    `GRPOConfig`'s `top_k`, `min_p` and `repetition_penalty`, then its
+    `generation_kwargs` over them (as TRL applies them: they override), with the names
+    `Sampling` has as its fields and everything else in `Sampling.extra`. Each adapter
+    honours or refuses what `extra` holds (`nemo_gym.knobs`), never drops it.
+    """
+    extra: dict[str, Any] = {
+        name: getattr(trainer, name)
+        for name in ("top_k", "min_p", "repetition_penalty")
+        if getattr(trainer, name, None) is not None
+    }
+    fields: dict[str, Any] = {
+        "temperature": getattr(trainer, "temperature", None),
+        "top_p": getattr(trainer, "top_p", None),
+        "max_tokens": getattr(trainer, "max_completion_length", None),
+    }
+    generation = getattr(getattr(trainer, "args", None), "generation_kwargs", None)
+    for name, value in (generation or {}).items():
+        if name in _SAMPLING_NAMES:
+            fields[_SAMPLING_NAMES[name]] = tuple(value) if name == "stop" else value
+        else:
+            extra[name] = value
     return Sampling(
-        temperature=getattr(trainer, "temperature", None),
-        top_p=getattr(trainer, "top_p", None),
-        max_tokens=getattr(trainer, "max_completion_length", None),
-        extra=extra,
+        **fields, extra=active_knobs(extra) | {k: v for k, v in extra.items() if k not in KNOBS}
     )
 
 
@@ -584,6 +598,11 @@ class RolloutFunction:
         self.calls += 1
         rollouts = self.loop.run(self._play(slots, policy, sampling, batch))
         self.last_rollouts = rollouts
+        for item in rollouts:
+            # The policy refused a sampling option: every rollout would be masked, step
+            # after step, for a setting only the user can change. Say so now.
+            if item.failure is not None and item.failure.code == "unsupported":
+                raise ConfigError(f"rollout_func: {item.failure.message}")
         return self._format(rollouts, trainer)
 
     def seed_of(self, batch_key: str, index: int) -> int | None:

@@ -49,11 +49,12 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nemo_gym.errors import ConfigError, ModelError, require
+from nemo_gym.knobs import KNOBS, NEUTRAL, active_knobs, refuse_knobs
 from nemo_gym.models.base import ModelAdapter, RetryPolicy
 from nemo_gym.models.chat import ChatTemplate, ToolFormat
 from nemo_gym.models.tokens import Continuations, History
@@ -61,7 +62,7 @@ from nemo_gym.records import Message, ModelRequest, ModelResponse, Sampling, Too
 from nemo_gym.records import replace as replace_record
 from nemo_gym.registry import Spec
 
-__all__ = ["DEFAULT_SAMPLING", "LivePolicy", "PolicyStats", "sample_next"]
+__all__ = ["DEFAULT_SAMPLING", "Knobs", "LivePolicy", "PolicyStats", "sample_next"]
 
 log = logging.getLogger(__name__)
 
@@ -98,19 +99,108 @@ class PolicyStats:
         return self.completion_tokens / self.generate_s if self.generate_s else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """A row's sampling knobs beyond temperature and top_p (`nemo_gym.knobs`).
+
+    Applied as vLLM applies them: `repetition_penalty` divides a positive logit (and
+    multiplies a negative one) of every token already in the prompt or the completion;
+    `presence_penalty` and `frequency_penalty` subtract from the logits of tokens in
+    the completion (once, and once per occurrence); then temperature, `min_p` (drop
+    tokens below `min_p` times the top probability), `top_k`, and `top_p`.
+    """
+
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+    @classmethod
+    def of(cls, extra: Mapping[str, Any], adapter: str) -> Knobs:
+        """The knobs of `Sampling.extra`; `ModelError` naming a knob that is out of
+        range, and (`nemo_gym.knobs.refuse_knobs`) any other key, which a local
+        sampler has nowhere to send."""
+        refuse_knobs(extra, adapter, KNOBS, other_fields=False)
+        active = active_knobs(extra)
+        if not active:
+            return cls()
+        defaults = cls()
+        values = {**{k: getattr(defaults, k) for k in NEUTRAL}, **active}
+        problems = []
+        top_k, min_p = values["top_k"], values["min_p"]
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < -1:
+            problems.append(f"top_k={top_k!r} must be an integer >= -1 (0 or -1: off)")
+        if not _number(min_p) or not 0.0 <= min_p <= 1.0:
+            problems.append(f"min_p={min_p!r} must be in [0, 1]")
+        penalty = values["repetition_penalty"]
+        if not _number(penalty) or penalty <= 0:
+            problems.append(f"repetition_penalty={penalty!r} must be > 0")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not _number(values[name]) or not -2.0 <= values[name] <= 2.0:
+                problems.append(f"{name}={values[name]!r} must be in [-2, 2]")
+        if problems:
+            raise ModelError(
+                f"{adapter}: Sampling.extra " + "; ".join(problems), code="bad_request"
+            )
+        return cls(
+            top_k=max(0, int(top_k)),
+            min_p=float(min_p),
+            repetition_penalty=float(penalty),
+            presence_penalty=float(values["presence_penalty"]),
+            frequency_penalty=float(values["frequency_penalty"]),
+        )
+
+    @property
+    def penalised(self) -> bool:
+        return (
+            self.repetition_penalty != 1.0
+            or self.presence_penalty != 0.0
+            or self.frequency_penalty != 0.0
+        )
+
+
+PLAIN = Knobs()
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _penalise(scores: Any, knobs: Knobs, seen: Any, counts: Any) -> Any:
+    """`scores` with the knobs' penalties applied (a copy). `seen`: a tensor of the ids
+    in the prompt and completion; `counts`: (ids, occurrences) in the completion."""
+    scores = scores.clone()
+    if knobs.repetition_penalty != 1.0 and seen is not None and len(seen):
+        chosen = scores[seen]
+        scores[seen] = chosen.where(chosen <= 0, chosen / knobs.repetition_penalty).where(
+            chosen > 0, chosen * knobs.repetition_penalty
+        )
+    if counts is not None and len(counts[0]):
+        ids, occurrences = counts
+        scores[ids] -= knobs.frequency_penalty * occurrences.to(scores.dtype)
+        scores[ids] -= knobs.presence_penalty
+    return scores
+
+
 def sample_next(
     logits: Any,
     temperatures: Sequence[float],
     top_ps: Sequence[float],
     generators: Sequence[Any],
+    knobs: Sequence[Knobs] | None = None,
+    histories: Sequence[tuple[Any, Any] | None] | None = None,
 ) -> tuple[list[int], list[float]]:
     """Pick one token per row of `logits` (a float tensor `[batch, vocab]`).
 
     Temperature 0 is greedy, and its logprob is that of the untempered distribution.
     Otherwise the token is drawn with the row's own `torch.Generator` from the
-    temperature-scaled distribution truncated to the top-p nucleus, and the logprob
-    returned is under the temperature-scaled distribution *before* the top-p truncation:
-    what a trainer recomputes from its own logits (it applies temperature, not top-p).
+    temperature-scaled distribution truncated by the row's `knobs` (`Knobs`: penalties,
+    `min_p`, `top_k`) and the top-p nucleus, and the logprob returned is under the
+    temperature-scaled distribution *before* penalties and truncation: what a trainer
+    recomputes from its own logits (it applies temperature, nothing else). `histories`
+    gives, per row with penalties, (a tensor of the ids in its prompt and completion,
+    (ids, counts) of its completion).
     """
     import torch
 
@@ -119,14 +209,27 @@ def sample_next(
     for row, (temperature, top_p, generator) in enumerate(
         zip(temperatures, top_ps, generators, strict=True)
     ):
-        scores = logits[row].float()
+        raw = logits[row].float()
+        row_knobs = knobs[row] if knobs is not None else PLAIN
+        scores = raw
+        if row_knobs.penalised:
+            history = histories[row] if histories is not None else None
+            seen, counts = history if history is not None else (None, None)
+            scores = _penalise(raw, row_knobs, seen, counts)
         if temperature == 0.0:
-            logp = torch.log_softmax(scores, dim=-1)
+            logp = torch.log_softmax(raw, dim=-1)
             token = int(torch.argmax(scores))
         else:
-            logp = torch.log_softmax(scores / temperature, dim=-1)
-            probs = logp.exp()
+            logp = torch.log_softmax(raw / temperature, dim=-1)
+            probs = torch.softmax(scores / temperature, dim=-1)
+            if row_knobs.min_p > 0.0:
+                probs = probs.masked_fill(probs < row_knobs.min_p * probs.max(), 0.0)
+            if 0 < row_knobs.top_k < probs.shape[-1]:
+                kth = torch.topk(probs, row_knobs.top_k).values[-1]
+                probs = probs.masked_fill(probs < kth, 0.0)
             if top_p < 1.0:
+                if row_knobs.min_p > 0.0 or row_knobs.top_k > 0:
+                    probs = probs / probs.sum()  # the nucleus is of what min_p/top_k kept
                 sorted_probs, order = torch.sort(probs, descending=True)
                 # Keep each token whose preceding mass is still under top_p: the smallest
                 # set reaching top_p, never empty.
@@ -172,6 +275,8 @@ class _Row:
     stops: tuple[str, ...]
     seed: int
     generator: Any
+    knobs: Knobs = PLAIN
+    seen: set[int] = field(default_factory=set)  # prompt and completion ids, for penalties
     completion: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str | None = None
@@ -416,6 +521,7 @@ class LivePolicy(ModelAdapter):
                 check_sampling(sampling, "request.sampling")
             except ConfigError as exc:
                 raise ModelError(str(exc), code="bad_request") from exc
+            Knobs.of(sampling.extra, kind)
             pendings.append(_Pending(request, sampling, loop, loop.create_future()))
         # Under the worker lock, so a concurrent close() cannot strand these requests.
         with self._worker_lock:
@@ -605,6 +711,7 @@ class LivePolicy(ModelAdapter):
         seed = sampling.seed if sampling.seed is not None else random.getrandbits(63)
         generator = self._torch.Generator(device=self._device)
         generator.manual_seed(seed)
+        knobs = Knobs.of(sampling.extra, type(self).__name__)
         return _Row(
             pending=pending,
             prompt_ids=prompt.ids,
@@ -615,6 +722,8 @@ class LivePolicy(ModelAdapter):
             stops=tuple(s for s in (sampling.stop or ()) if s),
             seed=seed,
             generator=generator,
+            knobs=knobs,
+            seen=set(prompt.ids) if knobs.repetition_penalty != 1.0 else set(),
         )
 
     # -- generation -------------------------------------------------------------------
@@ -655,6 +764,8 @@ class LivePolicy(ModelAdapter):
                 [r.temperature for r in active],
                 [r.top_p for r in active],
                 [r.generator for r in active],
+                [r.knobs for r in active],
+                [self._history(r) for r in active],
             )
             for row, token, logprob in zip(active, tokens, logprobs, strict=True):
                 if row.finish_reason is None:
@@ -678,7 +789,21 @@ class LivePolicy(ModelAdapter):
             mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
             positions = positions[:, -1:] + 1
 
+    def _history(self, row: _Row) -> tuple[Any, Any] | None:
+        """What the row's penalties need (`sample_next`'s `histories`)."""
+        if not row.knobs.penalised:
+            return None
+        torch = self._torch
+        seen = torch.tensor(sorted(row.seen), dtype=torch.long, device=self._device)
+        counts = torch.unique(
+            torch.tensor(row.completion, dtype=torch.long, device=self._device),
+            return_counts=True,
+        )
+        return seen, counts
+
     def _advance(self, row: _Row, token: int, logprob: float) -> None:
+        if row.knobs.repetition_penalty != 1.0:
+            row.seen.add(token)
         row.completion.append(token)
         row.logprobs.append(logprob)
         if token in self._eos_ids:

@@ -351,6 +351,58 @@ def test_rollout_func_handles_a_slice_with_split_and_repeated_groups() -> None:
     assert len({r.seed for r in rollout.last_rollouts}) == 5
 
 
+def test_every_sampling_knob_of_the_trainer_reaches_the_policy(tmp_path) -> None:
+    """GRPOConfig's top_k/min_p/repetition_penalty and its generation_kwargs (which TRL
+    lets override them) arrive in Sampling; a policy that cannot apply one stops the
+    call with the adapter's reason instead of masking every rollout."""
+    env = Counter(target=3, tasks=1)
+    prompt = gym_trl.dataset(env, split="train")["prompt"][0]
+    seen: list[gym.Sampling] = []
+
+    def reply(request: gym.ModelRequest) -> gym.Message:
+        seen.append(request.sampling)
+        return adder([3])(request)
+
+    config = trl.GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        report_to=[],
+        top_k=7,
+        min_p=0.1,
+        repetition_penalty=1.1,
+        generation_kwargs={"presence_penalty": 0.5, "top_k": 9, "max_new_tokens": 5},
+    )
+    trainer = fake_trainer(
+        top_k=config.top_k,
+        min_p=config.min_p,
+        repetition_penalty=config.repetition_penalty,
+        args=config,
+    )
+    gym_trl.rollout_func(env, policy=CharPolicy(reply))([prompt], trainer)
+    assert seen[0].extra == {
+        "top_k": 9,
+        "min_p": 0.1,
+        "repetition_penalty": 1.1,
+        "presence_penalty": 0.5,
+    }
+    assert seen[0].max_tokens == 5
+    # TRL's defaults (top_k 0, min_p None, repetition_penalty 1.0) send nothing.
+    seen.clear()
+    gym_trl.rollout_func(env, policy=CharPolicy(reply))(
+        [prompt], fake_trainer(top_k=0, repetition_penalty=1.0)
+    )
+    assert seen[0].extra == {}
+
+    def refuse(request: gym.ModelRequest) -> gym.Message:
+        from nemo_gym.knobs import refuse_knobs
+
+        refuse_knobs(request.sampling.extra, "NoKnobs", ())
+        return adder([3])(request)
+
+    with pytest.raises(ConfigError, match=r"NoKnobs cannot honour .*min_p=0.1"):
+        gym_trl.rollout_func(env, policy=CharPolicy(refuse))([prompt] * 2, trainer)
+
+
 def test_trainer_policy_against_trl_s_vllm_server() -> None:
     pytest.importorskip("openai")
     client = SimpleNamespace(base_url="http://127.0.0.1:8000", model="policy")
