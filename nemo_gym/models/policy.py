@@ -32,10 +32,12 @@ weight changes it has seen when its batch started: it moves with every update of
 weights, seen either in the parameters' in-place version counters (optimizer steps,
 `copy_`, `load_state_dict`) or in a fingerprint of sampled elements of every parameter
 (fused optimizers and writes through `.data` leave the counters alone), so a trainer
-can tell which rollouts came from which weights. Train-mode forward passes of the
-trainer must not run while a batch runs (eval mode is a module attribute, shared by
-all threads): take them under `updating()` too, or run rollouts and training in turn,
-as a synchronous trainer does.
+can tell which rollouts came from which weights. Forward passes of the trainer
+cannot run while a batch runs (eval mode is a module attribute, shared by all
+threads, so dropout would silently be off): one started from another thread raises
+`RuntimeError`, and a batch waits for those under way. Take them under `updating()`,
+run rollouts and training in turn as a synchronous trainer does, or generate from a
+copy (`nemo_gym.training.GenerationCopy`).
 The tokenizer is used from the worker thread while requests are prepared.
 """
 
@@ -396,6 +398,12 @@ class LivePolicy(ModelAdapter):
         self._max_context: int | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
+        # The forward guard (`_guard_forwards`): which thread generates now, and how many
+        # forward passes of other threads are under way.
+        self._modes = threading.Condition()
+        self._generating: int | None = None
+        self._foreign_forwards = 0
+        self._hooks: list[Any] = []
         # The event loop takes this one, and must never wait behind a slow model load.
         self._worker_lock = threading.Lock()
 
@@ -483,6 +491,9 @@ class LivePolicy(ModelAdapter):
                 self._queue.put(_CLOSE)
                 worker.join()
             self._fail_queued(ModelError(f"{type(self).__name__} was closed", code="closed"))
+            hooks, self._hooks = self._hooks, []
+            for hook in hooks:  # the caller's model is left as it was given
+                hook.remove()
 
     async def aclose(self) -> None:
         """`close()` without blocking the event loop. Idempotent."""
@@ -561,11 +572,57 @@ class LivePolicy(ModelAdapter):
         self._template = template
         self._continuations = Continuations(template, max_conversations=self.max_conversations)
         self._torch, self._tokenizer, self._model = torch, tokenizer, model
+        self._guard_forwards(model)
+
+    def _guard_forwards(self, model: Any) -> None:
+        """Refuse a forward pass of another thread while a batch generates.
+
+        A batch puts every module in eval mode (a module attribute, seen by all
+        threads): a trainer's forward pass running meanwhile would silently train
+        without dropout, and its restore could flip the batch back to train mode. So
+        a forward pass on the root module from any thread but the worker raises while
+        a batch runs, and a batch waits for the forward passes under way to end.
+        """
+        if self._hooks or not hasattr(model, "register_forward_pre_hook"):
+            return
+
+        counted = threading.local()  # this thread's forwards that `enter` counted
+
+        def enter(module: Any, args: Any) -> None:
+            if threading.get_ident() == self._generating:
+                return
+            with self._modes:
+                if self._generating is not None:
+                    raise RuntimeError(
+                        f"a forward pass of {self.name!r} from thread "
+                        f"{threading.current_thread().name!r} while {type(self).__name__} is "
+                        "generating with it (in eval mode, so dropout would be off): run "
+                        "training forwards between rollouts, under policy.updating(), or "
+                        "on another copy of the model (nemo_gym.training.GenerationCopy)"
+                    )
+                self._foreign_forwards += 1
+                counted.depth = getattr(counted, "depth", 0) + 1
+
+        def leave(module: Any, args: Any, output: Any) -> None:
+            # Also called after `enter` refused (always_call): count only what it counted.
+            if not getattr(counted, "depth", 0):
+                return
+            with self._modes:
+                counted.depth -= 1
+                self._foreign_forwards -= 1
+                self._modes.notify_all()
+
+        self._hooks = [
+            model.register_forward_pre_hook(enter),
+            model.register_forward_hook(leave, always_call=True),
+        ]
 
     # -- the worker -------------------------------------------------------------------
 
     def _ensure_worker(self) -> None:
         # The caller holds _worker_lock.
+        if self._model is not None:
+            self._guard_forwards(self._model)
         if self._worker is None or not self._worker.is_alive():
             self._worker = threading.Thread(
                 target=self._work, name=f"nemo_gym.{self!r}", daemon=True
@@ -633,6 +690,9 @@ class LivePolicy(ModelAdapter):
         if not rows:
             return
         with self.weights_lock:
+            with self._modes:  # the trainer's forward passes under way end first
+                self._modes.wait_for(lambda: self._foreign_forwards == 0)
+                self._generating = threading.get_ident()
             started = time.perf_counter()
             version = self._weights.observe(self._model)
             modes = [(module, module.training) for module in self._model.modules()]
@@ -648,6 +708,8 @@ class LivePolicy(ModelAdapter):
             finally:
                 for module, training in modes:
                     module.training = training
+                with self._modes:
+                    self._generating = None
             changed = self._weights.observe(self._model) != version
             elapsed = time.perf_counter() - started
         if changed:
