@@ -48,7 +48,7 @@ import contextlib
 import inspect
 import logging
 import queue
-import random
+import secrets
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -770,7 +770,9 @@ class LivePolicy(ModelAdapter):
                     code="context_length",
                 )
             max_tokens = min(max_tokens, room)
-        seed = sampling.seed if sampling.seed is not None else random.getrandbits(63)
+        # Not `random`: trainers seed it identically on every process (transformers'
+        # set_seed), so unseeded samples of one group split across processes would repeat.
+        seed = sampling.seed if sampling.seed is not None else secrets.randbits(63)
         generator = self._torch.Generator(device=self._device)
         generator.manual_seed(seed)
         knobs = Knobs.of(sampling.extra, type(self).__name__)

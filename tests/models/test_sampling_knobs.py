@@ -180,3 +180,18 @@ async def test_scripted_model_hands_the_knobs_to_its_function() -> None:
 
     await gym.models.ScriptedModel(reply).generate(ask(**ALL))
     assert seen == [ALL]
+
+
+async def test_unseeded_requests_do_not_follow_the_trainers_global_seed(tiny) -> None:
+    """Every process of a distributed run seeds Python's `random` alike (transformers'
+    set_seed): the seed drawn for an unseeded request must not come from it."""
+    import random
+
+    model, tokenizer = tiny
+    request = ModelRequest(messages=ask().messages, sampling=Sampling(max_tokens=2))
+    drawn = []
+    async with gym.models.LivePolicy(model, tokenizer) as policy:
+        for _ in range(2):  # two "processes", seeded alike
+            random.seed(0)
+            drawn.append((await policy.generate(request)).sampling.seed)
+    assert drawn[0] != drawn[1]
