@@ -1,4 +1,15 @@
-"""Rollout throughput with vLLM, side by side in one run, on the same prompts and sampling.
+"""Rollout throughput with vLLM, and rollouts that overlap training, measured.
+
+    python bench/trainer.py --overlap --out docs/async_training.json   # CPU, no vLLM
+
+`--overlap`: `examples/async_grpo.py`'s plain GRPO loop on the embedded SmolLM2, once
+synchronous (`--ahead 0`) and once with the next step's rollouts generating from a
+generation copy while the current step trains (`--ahead 1`), same seed and tasks, one
+after the other in subprocesses. Figures: wall time of each, the gain, the fraction of
+generation time that ran while the loop trained (interval overlap), and both reward
+curves. `--steps`, `--threads` as the example's.
+
+The vLLM throughput benchmark (the default):
 
     python bench/trainer.py             # 64 prompts x 64 tokens, 4 rounds per path
     python bench/trainer.py --quick     # 16 prompts x 32 tokens, 2 rounds
@@ -33,6 +44,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -184,7 +196,13 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="16 prompts x 32 tokens, 2 rounds")
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
     parser.add_argument("--skip-http", action="store_true")
+    parser.add_argument("--overlap", action="store_true", help="sync vs async GRPO on CPU")
+    parser.add_argument("--steps", type=int, default=10, help="--overlap: training steps")
+    parser.add_argument("--threads", type=int, default=1, help="--overlap: torch threads")
     args = parser.parse_args()
+    if args.overlap:
+        overlap(args)
+        return
     if args.quick:
         args.prompts, args.tokens, args.rounds = 16, 32, 2
     if args.model is None:
@@ -292,6 +310,46 @@ async def main() -> None:
     print(json.dumps(figures))
     if args.out:
         args.out.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def overlap(args: argparse.Namespace) -> None:
+    """Run examples/async_grpo.py synchronously and with one step ahead; compare."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "async_grpo.py"
+    runs: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-overlap-") as scratch:
+        for name, ahead in (("sync", 0), ("async", 1)):
+            out = Path(scratch) / f"{name}.json"
+            command = [sys.executable, str(example), "--ahead", str(ahead), "--out", str(out)]
+            command += ["--steps", str(args.steps), "--threads", str(args.threads)]
+            print("$", " ".join(command[1:]), flush=True)
+            subprocess.run(command, check=True)
+            runs[name] = json.loads(out.read_text())
+    sync, asynchronous = runs["sync"], runs["async"]
+    figures = {
+        "command": "python bench/trainer.py --overlap "
+        f"--steps {args.steps} --threads {args.threads}",
+        "wall_s": {"sync": sync["wall_s"], "async": asynchronous["wall_s"]},
+        "speedup": sync["wall_s"] / asynchronous["wall_s"],
+        **{
+            figure: {
+                name: run["overlap"][key] for name, run in (("sync", sync), ("async", asynchronous))
+            }
+            for figure, key in (
+                ("overlap_fraction", "fraction"),
+                ("generate_s", "generate_s"),
+                ("train_s", "train_s"),
+            )
+        },
+        "reward": {
+            "sync": [h["reward"] for h in sync["history"]],
+            "async": [h["reward"] for h in asynchronous["history"]],
+        },
+        "staleness": [h["staleness"] for h in asynchronous["history"]],
+        "runs": runs,
+    }
+    print(json.dumps({k: v for k, v in figures.items() if k != "runs"}, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(figures, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -19,21 +19,33 @@ never enter a group's baseline. A failed rollout is masked, never scored 0.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
+import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from nemo_gym.errors import HarnessError, MissingDependency
-from nemo_gym.records import Rollout
+from nemo_gym.errors import ConfigError, HarnessError, MissingDependency
+from nemo_gym.records import Rollout, Sampling, Task
 
 if TYPE_CHECKING:
     import torch
 
+    from nemo_gym.integrations.bridge import LoopThread
+    from nemo_gym.protocols import Environment, Harness, Model
+
+log = logging.getLogger(__name__)
+
 __all__ = [
     "ADVANTAGES",
+    "GRPO_EPSILON",
     "AdvantageMethod",
+    "AsyncRollouts",
+    "GenerationCopy",
+    "Step",
     "TrainingBatch",
     "TrainingSample",
     "build",
@@ -43,6 +55,8 @@ __all__ = [
 ]
 
 AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
+GRPO_EPSILON = 1e-4
+"""The `grpo` advantage's `std + epsilon` term: TRL's `GRPOTrainer` value (verl uses 1e-6)."""
 ADVANTAGES: tuple[AdvantageMethod, ...] = ("grpo", "dr_grpo", "rloo")
 """The advantage estimators `build` and `group_advantages` accept."""
 
@@ -58,6 +72,8 @@ class TrainingSample:
     number of tokens before the first of them. `step_rewards` are the environment's
     per-step rewards (Gymnasium-style episodes; one per step, in order). `reward` is
     None for an excluded sample, whose `excluded` says why and whose mask is all zero.
+    `weights_version` is the version of the weights that sampled it, where the
+    rollout records one (`AsyncRollouts` does).
     """
 
     task_id: str
@@ -73,6 +89,7 @@ class TrainingSample:
     advantage: float = 0.0
     group: int = 0
     excluded: str | None = None
+    weights_version: int | None = None
 
     @property
     def trainable(self) -> bool:
@@ -98,14 +115,21 @@ def _excluded(rollout: Rollout, reason: str, **tokens: Any) -> TrainingSample:
         reward=None,
         step_rewards=tuple(rollout.trajectory.step_rewards),
         excluded=reason,
+        weights_version=_version_of(rollout),
     )
+
+
+def _version_of(rollout: Rollout) -> int | None:
+    version = rollout.metadata.get("weights_version")
+    return version if isinstance(version, int) else None
 
 
 def sample(rollout: Rollout, *, max_length: int | None = None) -> TrainingSample:
     """The training view of one rollout (advantage 0 until `build` sets it).
 
     Excluded, with the reason: a failed rollout (`failed: <kind>/<code>`), one that
-    made no model call, a backend that gave no token ids, a history that was
+    made no model call, one whose tokens came from two versions of the weights
+    (`weights_changed`), a backend that gave no token ids, a history that was
     re-tokenized, logprobs that do not line up with the completion ids, and, when
     `max_length` is given, a sequence longer than that (never silently cut).
     """
@@ -123,6 +147,11 @@ def sample(rollout: Rollout, *, max_length: int | None = None) -> TrainingSample
         assert response is not None
         if response.prompt_token_ids is None or response.completion_token_ids is None:
             return _excluded(rollout, f"no token ids: model call {index} carries none")
+        if response.metadata.get("weights_changed"):
+            # Its tokens came from two versions of the weights: no one policy's sample.
+            return _excluded(
+                rollout, f"mixed weights: the weights changed during model call {index}"
+            )
         logprobs = response.completion_logprobs
         if logprobs is not None and len(logprobs) != len(response.completion_token_ids):
             return _excluded(
@@ -166,6 +195,7 @@ def sample(rollout: Rollout, *, max_length: int | None = None) -> TrainingSample
         reward=rewards.reward,
         components=dict(rewards.components),
         step_rewards=tuple(rollout.trajectory.step_rewards),
+        weights_version=_version_of(rollout),
     )
 
 
@@ -173,12 +203,15 @@ def group_advantages(
     rewards: Sequence[float | None],
     method: AdvantageMethod = "grpo",
     *,
-    epsilon: float = 1e-6,
+    epsilon: float = GRPO_EPSILON,
 ) -> list[float]:
     """Advantages of one group's rewards; a None reward (masked) gets 0 and no say.
 
     - `grpo`: `(r - mean) / (std + epsilon)`, std with Bessel's correction (as TRL and
-      verl compute it); a group of one, or of equal rewards, gets 0.
+      verl compute it); a group of one, or of equal rewards, gets 0. `epsilon` defaults
+      to TRL's 1e-4 (`GRPO_EPSILON`); pass 1e-6 to match verl's
+      `compute_grpo_outcome_advantage`. It matters where the std is small: two rewards
+      0.0 and 0.001 get advantages +-0.62 with 1e-4 and +-0.71 with 1e-6.
     - `dr_grpo`: `r - mean` (Dr. GRPO drops the std; its other change, a constant
       length normaliser, belongs to the loss).
     - `rloo`: `r - mean of the others` (leave-one-out baseline); 0 with fewer than two.
@@ -278,7 +311,7 @@ def build(
     groups: Iterable[Sequence[Rollout]],
     *,
     advantage: AdvantageMethod = "grpo",
-    epsilon: float = 1e-6,
+    epsilon: float = GRPO_EPSILON,
     max_length: int | None = None,
 ) -> TrainingBatch:
     """Samples of every rollout in `groups` (what `gym.groups` yields), with advantages.
@@ -376,3 +409,253 @@ def collate(
     if device is not None:
         out = {name: tensor.to(device) for name, tensor in out.items()}
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# Rollouts that overlap training
+
+
+class GenerationCopy:
+    """A `LivePolicy` over a copy of the trainer's model: rollouts sample from the copy
+    while the trainer steps the original, and `sync()` copies the weights over.
+
+    The copy is made once (`copy.deepcopy`, gradients off) on the original's device;
+    `policy_options` go to `LivePolicy`. `sync()` waits for the batch in flight
+    (`LivePolicy.updating()`), so no generation mixes two versions of the weights.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, **policy_options: Any) -> None:
+        import copy
+
+        from nemo_gym.models.policy import LivePolicy
+
+        self.source = model
+        self.model = copy.deepcopy(model)
+        for parameter in self.model.parameters():
+            parameter.requires_grad_(False)
+        self.model.eval()
+        self.policy = LivePolicy(self.model, tokenizer, **policy_options)
+
+    def sync(self) -> None:
+        """Copy the trainer's current weights into the generation copy."""
+        torch = _torch()
+        with self.policy.updating(), torch.no_grad():
+            self.model.load_state_dict(self.source.state_dict())
+
+    async def aclose(self) -> None:
+        await self.policy.aclose()
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The groups of one training step, all sampled by one version of the weights.
+
+    `weights_version` is the pipeline's count of syncs when the step's generation
+    started (every rollout's `metadata["weights_version"]` says the same);
+    `staleness` is how many syncs happened between then and the hand-out, never more
+    than the pipeline's `max_staleness`; `regenerated` counts the times the step was
+    generated again because it was too stale. `generated` is the (start, end) of its
+    generation, on `time.perf_counter()`'s clock.
+    """
+
+    index: int
+    groups: list[list[Rollout]]
+    weights_version: int
+    staleness: int
+    regenerated: int
+    generated: tuple[float, float]
+
+    def batch(self, **options: Any) -> TrainingBatch:
+        """`build(self.groups, **options)`: the samples carry `weights_version`."""
+        return build(self.groups, **options)
+
+
+class AsyncRollouts:
+    """Rollouts for the next steps generate while the current step trains.
+
+    ```python
+    copy = training.GenerationCopy(model, tokenizer)
+    pipeline = training.AsyncRollouts(env, copy.policy, batches, repeats=8,
+                                      ahead=1, max_staleness=1, sync=copy.sync)
+    for step in pipeline:                # step k; steps k+1..k+ahead are generating
+        batch = step.batch()
+        ...loss, backward, optimizer.step()...
+        pipeline.sync()                  # the trainer picks the point: weights -> copy
+    pipeline.close()
+    ```
+
+    `batches` yields each step's tasks (pulled lazily); each task runs `repeats` times
+    as one group through `gym.groups`. Generation runs on a background event loop
+    (`integrations.bridge.LoopThread`), from `policy`: a `GenerationCopy`'s policy, a
+    `VLLM` engine or an HTTP server, whose weights the trainer moves with `sync`.
+
+    - **Versions.** `sync()` waits for the generation in flight to finish, then runs
+      the `sync` callable (the weight transfer) and counts one version. Generation
+      never runs across a sync, so every group, and every step, comes from one version,
+      recorded on each rollout (`metadata["weights_version"]`) and on the samples.
+    - **Staleness.** A step is handed out at most `max_staleness` syncs after the
+      weights that generated it. An older one is *regenerated* (dropped and sampled
+      again from the current weights, with fresh seeds) rather than trained on, and
+      `Step.regenerated` says so: dropping would skip its tasks and change the data
+      order. `ahead` steps are prefetched; `ahead=0` is the synchronous loop.
+    - **Behaviour logprobs** are on every sample (`TrainingSample.logprobs`): with
+      staleness > 0 they come from older weights, so correct with the importance ratio
+      `exp(logprob_now - logprob_behaviour)` (the example does).
+    """
+
+    def __init__(
+        self,
+        env: Environment,
+        policy: Model,
+        batches: Iterable[Sequence[Task]],
+        *,
+        repeats: int,
+        ahead: int = 1,
+        max_staleness: int = 1,
+        sync: Callable[[], None] | None = None,
+        harness: Harness | None = None,
+        sampling: Sampling | None = None,
+        seed: int = 0,
+        concurrency: int | None = None,
+        timeout: float | None = None,
+        loop: LoopThread | None = None,
+    ) -> None:
+        if ahead < 0:
+            raise ConfigError(f"AsyncRollouts(ahead={ahead}): must be >= 0")
+        if max_staleness < 0:
+            raise ConfigError(f"AsyncRollouts(max_staleness={max_staleness}): must be >= 0")
+        if ahead > max_staleness:
+            raise ConfigError(
+                f"AsyncRollouts(ahead={ahead}, max_staleness={max_staleness}): a step "
+                f"prefetched {ahead} steps ahead is {ahead} syncs old when it is handed "
+                "out, so every one would be regenerated; keep ahead <= max_staleness"
+            )
+        if repeats < 1:
+            raise ConfigError(f"AsyncRollouts(repeats={repeats}): must be >= 1")
+        from nemo_gym.integrations.bridge import shared_loop
+
+        self.env, self.policy, self.repeats = env, policy, repeats
+        self.ahead, self.max_staleness = ahead, max_staleness
+        self.harness, self.sampling, self.seed = harness, sampling, seed
+        self.concurrency, self.timeout = concurrency, timeout
+        self._sync = sync
+        self._batches = iter(batches)
+        self._loop = loop or shared_loop()
+        self.version = 0
+        """Syncs so far: the version of the weights new generation starts from."""
+        self._next = 0  # the index of the next step to hand out
+        self._queued = 0  # steps whose tasks were pulled from `batches`
+        self._pending: dict[int, Any] = {}  # index -> concurrent Future of a Step
+        self._tasks: dict[int, list[Task]] = {}
+        self._exhausted = False
+        self.regenerated = 0
+        """Steps generated again because they were older than `max_staleness`."""
+
+    # -- the trainer's side --------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Step]:
+        while True:
+            step = self.next()
+            if step is None:
+                return
+            yield step
+
+    def next(self) -> Step | None:
+        """Step `k`'s groups (generating them now if not prefetched), once they are
+        within `max_staleness`; starts generating steps `k+1 .. k+ahead`. None when
+        `batches` is exhausted."""
+        index = self._next
+        if not self._fill(index):
+            return None
+        step = self._pending.pop(index).result()
+        attempts = 0
+        while self.version - step.weights_version > self.max_staleness:
+            attempts += 1
+            self.regenerated += 1
+            log.info(
+                "step %d was generated %d syncs ago (max_staleness=%d): regenerating it",
+                index,
+                self.version - step.weights_version,
+                self.max_staleness,
+            )
+            step = self._start(index, attempts).result()
+        self._next += 1
+        for ahead in range(1, self.ahead + 1):
+            self._fill(index + ahead)
+        self._tasks.pop(index, None)
+        return replace(step, staleness=self.version - step.weights_version, regenerated=attempts)
+
+    def sync(self) -> int:
+        """Wait for the generation in flight, move the weights (the `sync` callable),
+        and count a version. Returns the new version."""
+        for future in list(self._pending.values()):
+            future.result()
+        if self._sync is not None:
+            self._sync()
+        self.version += 1
+        return self.version
+
+    def close(self) -> None:
+        """Cancel prefetched generation and close the environment. Idempotent."""
+        for future in self._pending.values():
+            future.cancel()
+        self._pending.clear()
+        from nemo_gym.lifecycle import close_all
+
+        self._loop.run(close_all(self.env, self.env.verifier, self.harness))
+
+    # -- generation ------------------------------------------------------------------
+
+    def _fill(self, index: int) -> bool:
+        """Make sure step `index` is generating or generated; False past the end."""
+        if index in self._pending:
+            return True
+        while self._queued <= index and not self._exhausted:
+            tasks = next(self._batches, None)
+            if tasks is None:
+                self._exhausted = True
+                break
+            self._tasks[self._queued] = list(tasks)
+            self._queued += 1
+        if index not in self._tasks:
+            return False
+        self._pending[index] = self._start(index, 0)
+        return True
+
+    def _start(self, index: int, attempt: int) -> Any:
+        coroutine = self._generate(index, self._tasks[index], self.version, attempt)
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop.loop)
+
+    async def _generate(self, index: int, tasks: list[Task], version: int, attempt: int) -> Step:
+        from nemo_gym.runner import derive_seed, groups
+
+        started = time.perf_counter()
+        order = {task.id: position for position, task in enumerate(tasks)}
+        found: list[list[Rollout]] = []
+        async for group in groups(
+            self.env,
+            self.policy,
+            repeats=self.repeats,
+            tasks=tasks,
+            harness=self.harness,
+            sampling=self.sampling,
+            seed=derive_seed(self.seed, f"async-step-{index}", attempt),
+            concurrency=self.concurrency or len(tasks) * self.repeats,
+            timeout=self.timeout,
+            keep_open=True,
+        ):
+            found.append(group)
+        found.sort(key=lambda group: order[group[0].task_id])
+        stamp = {"weights_version": version, "step": index}
+        stamped = [
+            [r.model_copy(update={"metadata": {**r.metadata, **stamp}}) for r in group]
+            for group in found
+        ]
+        return Step(
+            index=index,
+            groups=stamped,
+            weights_version=version,
+            staleness=0,
+            regenerated=0,
+            generated=(started, time.perf_counter()),
+        )

@@ -136,7 +136,7 @@ def test_advantage_methods_on_a_known_group() -> None:
     rewards = [1.0, 0.0, 0.0, 1.0]
     std = math.sqrt(1 / 3)  # Bessel-corrected
     assert training.group_advantages(rewards, "grpo") == pytest.approx(
-        [0.5 / (std + 1e-6), -0.5 / (std + 1e-6)] * 1 + [-0.5 / (std + 1e-6), 0.5 / (std + 1e-6)]
+        [0.5 / (std + 1e-4), -0.5 / (std + 1e-4)] * 1 + [-0.5 / (std + 1e-4), 0.5 / (std + 1e-4)]
     )
     assert training.group_advantages(rewards, "dr_grpo") == [0.5, -0.5, -0.5, 0.5]
     assert training.group_advantages(rewards, "rloo") == pytest.approx(
@@ -149,6 +149,24 @@ def test_advantage_methods_on_a_known_group() -> None:
         training.group_advantages(rewards, "ppo")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="finite"):
         training.group_advantages([1.0, float("inf")])
+
+
+def test_grpo_advantages_equal_trl_s_own_computation() -> None:
+    """The default epsilon is TRL's: with a small reward spread, 1e-6 (our old default,
+    verl's) gives advantages ~14% larger than the ones GRPOTrainer trains on."""
+    trl_utils = pytest.importorskip("trl.trainer.utils")
+    groups = [[0.0, 0.001, 0.0, 0.001], [1.0, 0.0, float("nan"), 0.5], [0.2, 0.2, 0.2, 0.3]]
+    rewards = torch.tensor(groups, dtype=torch.float32)
+    # GRPOTrainer._generate_and_score_completions, scale_rewards="group":
+    mean = torch.nanmean(rewards, dim=1, keepdim=True)
+    std = trl_utils.nanstd(rewards, dim=1, keepdim=True)
+    expected = torch.nan_to_num((rewards - mean) / (std + 1e-4), nan=0.0)
+    for group, want in zip(groups, expected.tolist(), strict=True):
+        ours = training.group_advantages([None if math.isnan(r) else r for r in group])
+        assert ours == pytest.approx(want, rel=1e-4, abs=1e-5)
+    assert training.GRPO_EPSILON == 1e-4
+    verl_like = training.group_advantages(groups[0], epsilon=1e-6)
+    assert verl_like[1] == pytest.approx(0.001 / 2 / (math.sqrt(1e-6 / 3) + 1e-6))
 
 
 rewards_lists = st.lists(
@@ -229,3 +247,168 @@ def test_collation_of_turns_and_excluded_rows() -> None:
 
 def test_encode_roundtrip() -> None:
     assert decode(encode("a<b>")) == "a<b>"
+
+
+# -- rollouts that overlap training ------------------------------------------------------
+
+
+def counter_batches(steps: int, per_step: int = 2) -> list[list[gym.Task]]:
+    tasks = Counter(target=3, tasks=steps * per_step).tasks()
+    return [tasks[i * per_step : (i + 1) * per_step] for i in range(steps)]
+
+
+def test_async_rollouts_bound_and_record_staleness() -> None:
+    import threading
+
+    generating = threading.Semaphore(0)
+    active = [0]
+    synced_while_generating: list[int] = []
+
+    def reply(request: gym.ModelRequest) -> gym.Message:
+        active[0] += 1
+        try:
+            return adder([3])(request)
+        finally:
+            active[0] -= 1
+            generating.release()
+
+    env = Counter(target=3, tasks=12)
+    pipeline = training.AsyncRollouts(
+        env,
+        CharPolicy(reply),
+        counter_batches(6),
+        repeats=2,
+        ahead=1,
+        max_staleness=1,
+        sync=lambda: synced_while_generating.append(active[0]),
+    )
+    steps: list[training.Step] = []
+    for number, step in enumerate(pipeline):
+        steps.append(step)
+        # The next step is generating while this one "trains": its calls start now.
+        if number < 5:
+            assert generating.acquire(timeout=10)
+        if number == 3:
+            pipeline.sync()  # two syncs before the next step: it is now too stale
+        pipeline.sync()
+    pipeline.close()
+    assert [s.index for s in steps] == list(range(6))
+    assert synced_while_generating == [0] * 7  # every sync waited for generation
+    for step in steps:
+        assert step.staleness <= 1  # the bound held, and is recorded
+        for group in step.groups:
+            assert {r.metadata["weights_version"] for r in group} == {step.weights_version}
+        batch = step.batch()
+        assert {s.weights_version for s in batch.samples} == {step.weights_version}
+    # Step 4 was prefetched at version 3 and due at version 5: regenerated from the
+    # current weights (staleness 0), never trained on 2 syncs old.
+    assert [s.staleness for s in steps] == [0, 1, 1, 1, 0, 1]
+    assert [s.regenerated for s in steps] == [0, 0, 0, 0, 1, 0]
+    assert pipeline.regenerated == 1
+    assert [s.weights_version for s in steps] == [0, 0, 1, 2, 5, 5]
+
+
+def test_async_rollouts_ahead_zero_is_the_synchronous_loop() -> None:
+    pipeline = training.AsyncRollouts(
+        Counter(target=3, tasks=6), CharPolicy(adder([3])), counter_batches(3), repeats=2, ahead=0,
+        max_staleness=0,
+    )  # fmt: skip
+    seen = []
+    for step in pipeline:
+        seen.append((step.index, step.weights_version, step.staleness))
+        pipeline.sync()
+    assert seen == [(0, 0, 0), (1, 1, 0), (2, 2, 0)]
+    with pytest.raises(gym.errors.ConfigError, match="ahead <= max_staleness"):
+        training.AsyncRollouts(Counter(), CharPolicy(adder([3])), [], repeats=2, ahead=2)
+
+
+def test_a_sample_whose_weights_changed_mid_call_is_excluded() -> None:
+    async def run() -> gym.Rollout:
+        class Racing(CharPolicy):
+            async def generate(self, request):
+                response = await super().generate(request)
+                return response.model_copy(update={"metadata": {"weights_changed": True}})
+
+        env = Counter()
+        return await gym.rollout(env, Racing(adder([3])), env.tasks()[0])
+
+    import asyncio
+
+    item = training.sample(asyncio.run(run()))
+    assert item.excluded.startswith("mixed weights")
+
+
+def tiny_llama():
+    transformers = pytest.importorskip("transformers")
+    from nemo_gym.models.local import converted_checkpoint, embedded_gguf_path
+
+    directory, _ = converted_checkpoint(embedded_gguf_path())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        tie_word_embeddings=True,
+        attention_dropout=0.5,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config), tokenizer
+
+
+def test_a_training_forward_while_the_model_generates_is_refused() -> None:
+    """The race: a batch puts the shared model in eval mode, so a trainer's forward pass
+    meanwhile would run without dropout. It is refused, not silently run."""
+    import asyncio
+    import threading
+
+    model, tokenizer = tiny_llama()
+    model.train()
+    policy = gym.models.LivePolicy(model, tokenizer)
+    in_batch, release = threading.Event(), threading.Event()
+    worker: list[int] = []
+
+    def slow_step(module, args, kwargs):
+        if threading.get_ident() != threading.main_thread().ident:
+            worker.append(threading.get_ident())
+            in_batch.set()
+            release.wait(10)
+
+    handle = model.register_forward_pre_hook(slow_step, with_kwargs=True)
+    request = gym.ModelRequest(
+        messages=(gym.Message.user("hi"),), sampling=gym.Sampling(temperature=0.0, max_tokens=3)
+    )
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(asyncio.run(policy.generate(request))))
+    thread.start()
+    try:
+        assert in_batch.wait(30)
+        assert not model.training  # the batch's eval mode, visible to every thread
+        with pytest.raises(RuntimeError, match="while LivePolicy is generating"):
+            model(input_ids=torch.tensor([[1, 2, 3]]))
+    finally:
+        handle.remove()
+        release.set()
+        thread.join(30)
+    assert done and model.training  # the batch finished and gave train mode back
+    model(input_ids=torch.tensor([[1, 2, 3]]))  # between batches: allowed
+    policy.close()
+    assert not model._forward_pre_hooks  # the caller's model is left as given
+
+
+def test_generation_copy_moves_only_on_sync() -> None:
+    import asyncio
+
+    model, tokenizer = tiny_llama()
+    copy = training.GenerationCopy(model, tokenizer)
+    assert copy.model is not model and copy.policy.model is copy.model
+    with torch.no_grad():
+        model.lm_head.weight.add_(1.0)
+    assert not torch.equal(copy.model.lm_head.weight, model.lm_head.weight)
+    copy.sync()
+    assert torch.equal(copy.model.lm_head.weight, model.lm_head.weight)
+    asyncio.run(copy.aclose())

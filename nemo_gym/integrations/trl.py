@@ -40,10 +40,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from nemo_gym import training
-from nemo_gym.errors import ConfigError, NemoGymError, SandboxError, ToolError, require
+from nemo_gym import runner, training
+from nemo_gym.errors import ConfigError, SandboxError, ToolError, require
 from nemo_gym.harnesses import opening_messages
 from nemo_gym.integrations.bridge import LoopThread, shared_loop
+from nemo_gym.knobs import KNOBS, active_knobs
 from nemo_gym.lifecycle import close_all
 from nemo_gym.protocols import Environment, Harness, Model, as_verifier
 from nemo_gym.records import (
@@ -57,7 +58,7 @@ from nemo_gym.records import (
     ToolSpec,
     Trajectory,
 )
-from nemo_gym.runner import default_harness, derive_seed, groups
+from nemo_gym.runner import default_harness, derive_seed, run_spec
 
 if TYPE_CHECKING:
     import datasets
@@ -385,23 +386,36 @@ def reward_funcs(
 # The rollout function
 
 
+_SAMPLING_NAMES = {"temperature": "temperature", "top_p": "top_p", "seed": "seed", "stop": "stop"}
+_SAMPLING_NAMES |= {"max_tokens": "max_tokens", "max_new_tokens": "max_tokens"}
+
+
 def _trainer_sampling(trainer: Any) -> Sampling:
-    """The sampling TRL's own generation would use, as our `Sampling`."""
-    extra: dict[str, Any] = {}
-    top_k = getattr(trainer, "top_k", None)
-    if top_k not in (None, 0, -1):
-        extra["top_k"] = top_k
-    min_p = getattr(trainer, "min_p", None)
-    if min_p not in (None, 0.0):
-        extra["min_p"] = min_p
-    penalty = getattr(trainer, "repetition_penalty", None)
-    if penalty not in (None, 1.0):
-        extra["repetition_penalty"] = penalty
+    """The sampling TRL's own generation would use, as our `Sampling`.
+
+    `GRPOConfig`'s `top_k`, `min_p` and `repetition_penalty`, then its
+    `generation_kwargs` over them (as TRL applies them: they override), with the names
+    `Sampling` has as its fields and everything else in `Sampling.extra`. Each adapter
+    honours or refuses what `extra` holds (`nemo_gym.knobs`), never drops it.
+    """
+    extra: dict[str, Any] = {
+        name: getattr(trainer, name)
+        for name in ("top_k", "min_p", "repetition_penalty")
+        if getattr(trainer, name, None) is not None
+    }
+    fields: dict[str, Any] = {
+        "temperature": getattr(trainer, "temperature", None),
+        "top_p": getattr(trainer, "top_p", None),
+        "max_tokens": getattr(trainer, "max_completion_length", None),
+    }
+    generation = getattr(getattr(trainer, "args", None), "generation_kwargs", None)
+    for name, value in (generation or {}).items():
+        if name in _SAMPLING_NAMES:
+            fields[_SAMPLING_NAMES[name]] = tuple(value) if name == "stop" else value
+        else:
+            extra[name] = value
     return Sampling(
-        temperature=getattr(trainer, "temperature", None),
-        top_p=getattr(trainer, "top_p", None),
-        max_tokens=getattr(trainer, "max_completion_length", None),
-        extra=extra,
+        **fields, extra=active_knobs(extra) | {k: v for k, v in extra.items() if k not in KNOBS}
     )
 
 
@@ -440,39 +454,78 @@ def _live_policy(trainer: Any) -> Model:
     return LivePolicy(model, trainer.processing_class)
 
 
-@dataclass
-class _Run:
-    """One contiguous run of identical prompts in TRL's batch: one task, `size` repeats."""
+@dataclass(frozen=True, slots=True)
+class _Slot:
+    """One sample of TRL's batch on this process: where it sits in the whole world's
+    generation batch, and so which seed it gets."""
 
     task: Task
-    start: int
-    size: int
+    position: int  # in this process's prompts
+    index: int  # in the generation batch of all processes together
+    generation: int  # within its GRPO group
 
 
-def _runs(prompts: Sequence[Any], index: _TaskIndex) -> list[_Run]:
-    runs: list[_Run] = []
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """Where this process's prompts sit in the generation batch of every process."""
+
+    key: str  # the same string on every process for the same generation
+    offset: int  # the global index of this process's first prompt
+    group_size: int | None  # num_generations (None when the trainer does not say)
+
+
+def _generation_batch(trainer: Any, size: int, call: int, calls_at_step: int) -> _Batch:
+    """Read the world's layout from TRL's trainer, as `GRPOTrainer` itself lays it out.
+
+    Each process gets `size` consecutive samples of the generation batch (process `r`
+    the slice `[r * size, (r + 1) * size)`, which TRL slices the advantages back out
+    of), so a group of `num_generations` may be split across processes. Every process
+    calls `rollout_func` once per generation with its own slice, at the same
+    `global_step`; the key is built from what all of them share (mode, step, the
+    call's number within that step), never from a count only one process keeps.
+    """
+    model = getattr(trainer, "model", None)
+    state = getattr(trainer, "state", None)
+    step = getattr(state, "global_step", None)
+    accelerator = getattr(trainer, "accelerator", None)
+    rank = int(getattr(accelerator, "process_index", 0) or 0)
+    if model is not None and not getattr(model, "training", True):
+        mode = "eval"
+        group = getattr(trainer, "num_generations_eval", None) or getattr(
+            trainer, "num_generations", None
+        )
+    else:
+        mode = "train"
+        group = getattr(trainer, "num_generations", None)
+    if isinstance(step, int):
+        key = f"trl/{mode}/step-{step}/call-{calls_at_step}"
+    else:  # not a GRPOTrainer (a test double, a custom caller): one process
+        key = f"trl/call-{call}"
+    return _Batch(key=key, offset=rank * size, group_size=group if isinstance(group, int) else None)
+
+
+def _slots(prompts: Sequence[Any], index: _TaskIndex, batch: _Batch) -> list[_Slot]:
+    """Each prompt's task and place: groups are runs of one prompt, cut where TRL's
+    groups end (every `num_generations` samples of the world's batch)."""
+    slots: list[_Slot] = []
     previous: str | None = None
+    generation = 0
+    task: Task | None = None
     for position, prompt in enumerate(prompts):
         key = _prompt_key(prompt)
-        if runs and key == previous:
-            runs[-1].size += 1
+        at = batch.offset + position
+        if batch.group_size:
+            generation = at % batch.group_size
+            if key != previous or generation == 0:
+                task = index.task(prompt)
+        elif key == previous:
+            generation += 1
         else:
-            runs.append(_Run(task=index.task(prompt), start=position, size=1))
+            task, generation = index.task(prompt), 0
         previous = key
-    return runs
-
-
-def _waves(runs: list[_Run]) -> list[list[_Run]]:
-    """Split runs into calls of `groups`: one repeat count and unique task ids per call."""
-    waves: list[list[_Run]] = []
-    for run in runs:
-        for wave in waves:
-            if wave[0].size == run.size and all(r.task.id != run.task.id for r in wave):
-                wave.append(run)
-                break
-        else:
-            waves.append([run])
-    return waves
+        assert task is not None
+        slots.append(_Slot(task=task, position=position, index=at, generation=generation))
+    return slots
 
 
 class RolloutFunction:
@@ -506,6 +559,8 @@ class RolloutFunction:
         self.seed = seed
         self.loop = loop or shared_loop()
         self.calls = 0
+        self._step: int | None = None
+        self._calls_at_step = 0
         self.last_rollouts: list[Rollout] = []
         """The rollouts of the last call, in TRL's order (for inspection and logging)."""
         self.__name__ = f"nemo_gym_{env.name}_rollout"
@@ -535,39 +590,58 @@ class RolloutFunction:
         sampling = _trainer_sampling(trainer)
         if self.sampling is not None:
             sampling = self.sampling.merged_over(sampling)
-        runs = _runs(prompts, self.index)
-        call = self.calls
+        step = getattr(getattr(trainer, "state", None), "global_step", None)
+        calls_at_step = self._calls_at_step + 1 if step == self._step else 0
+        self._step, self._calls_at_step = step, calls_at_step
+        batch = _generation_batch(trainer, len(prompts), self.calls, calls_at_step)
+        slots = _slots(prompts, self.index, batch)
         self.calls += 1
-        rollouts = self.loop.run(self._play(runs, policy, sampling, call, len(prompts)))
+        rollouts = self.loop.run(self._play(slots, policy, sampling, batch))
         self.last_rollouts = rollouts
+        for item in rollouts:
+            # The policy refused a sampling option: every rollout would be masked, step
+            # after step, for a setting only the user can change. Say so now.
+            if item.failure is not None and item.failure.code == "unsupported":
+                raise ConfigError(f"rollout_func: {item.failure.message}")
         return self._format(rollouts, trainer)
 
+    def seed_of(self, batch_key: str, index: int) -> int | None:
+        """The seed of sample `index` of the world's generation batch `batch_key`."""
+        return None if self.seed is None else derive_seed(self.seed, batch_key, index)
+
     async def _play(
-        self, runs: list[_Run], policy: Model, sampling: Sampling, call: int, total: int
+        self, slots: list[_Slot], policy: Model, sampling: Sampling, batch: _Batch
     ) -> list[Rollout]:
-        placed: list[Rollout | None] = [None] * total
-        for number, wave in enumerate(_waves(runs)):
-            seed = None if self.seed is None else derive_seed(self.seed, f"trl-call-{call}", number)
-            starts = {run.task.id: run.start for run in wave}
-            stream = groups(
-                self.env,
-                policy,
-                repeats=wave[0].size,
-                tasks=[run.task for run in wave],
-                harness=self.harness,
-                concurrency=self.concurrency or max(1, sum(r.size for r in wave)),
-                seed=seed,
-                sampling=sampling,
-                timeout=self.timeout,
-                keep_open=True,  # the environment lives across training steps (close())
-            )
-            async for group in stream:
-                for item in group:
-                    placed[starts[item.task_id] + item.repeat] = item
-        missing = [i for i, item in enumerate(placed) if item is None]
-        if missing:
-            raise NemoGymError(f"rollout_func: no rollout came back for batch positions {missing}")
-        return placed  # type: ignore[return-value]
+        limit = asyncio.Semaphore(self.concurrency or max(1, len(slots)))
+        spec = run_spec(
+            self.env,
+            policy,
+            self.harness,
+            sampling=sampling,
+            seed=self.seed,
+            repeats=batch.group_size or 1,
+            split=self._split,
+        )
+        run_id = batch.key
+
+        async def play(slot: _Slot) -> Rollout:
+            async with limit:
+                return await runner.rollout(
+                    self.env,
+                    policy,
+                    slot.task,
+                    harness=self.harness,
+                    repeat=slot.generation,
+                    seed=self.seed_of(batch.key, slot.index),
+                    sampling=sampling,
+                    timeout=self.timeout,
+                    run_id=run_id,
+                    spec=spec,
+                )
+
+        async with asyncio.TaskGroup() as running:
+            jobs = [running.create_task(play(slot)) for slot in slots]
+        return [job.result() for job in jobs]
 
     async def aclose(self) -> None:
         """Close the environment, its verifier and the harness, and a policy built here
@@ -672,8 +746,15 @@ def rollout_func(
 
     `policy` is a `Model`, a function `trainer -> Model`, or None for
     `trainer_policy(trainer)`. Sampling defaults to the trainer's (temperature, top_p,
-    `max_completion_length` per model turn), under `sampling`. Each call derives fresh
-    seeds from `seed` and the call number, so a task revisited later is sampled anew.
+    `max_completion_length` per model turn), under `sampling`.
+
+    Seeds are unique per (step, prompt, generation) across every process: sample `i`
+    of the world's generation batch (process `r`'s `j`-th prompt is `i = r *
+    len(prompts) + j`, as TRL slices it) gets `derive_seed(seed, key, i)`, where `key`
+    names the mode, `trainer.state.global_step` and the call's number within that step.
+    So a GRPO group split across processes holds distinct samples, a task revisited
+    later is sampled anew, and a resumed run does not replay the seeds of its first
+    steps. `seed=None` sends no seeds (the backend draws its own).
     """
     require("trl", "trl")
     return RolloutFunction(

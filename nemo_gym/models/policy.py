@@ -32,10 +32,12 @@ weight changes it has seen when its batch started: it moves with every update of
 weights, seen either in the parameters' in-place version counters (optimizer steps,
 `copy_`, `load_state_dict`) or in a fingerprint of sampled elements of every parameter
 (fused optimizers and writes through `.data` leave the counters alone), so a trainer
-can tell which rollouts came from which weights. Train-mode forward passes of the
-trainer must not run while a batch runs (eval mode is a module attribute, shared by
-all threads): take them under `updating()` too, or run rollouts and training in turn,
-as a synchronous trainer does.
+can tell which rollouts came from which weights. Forward passes of the trainer
+cannot run while a batch runs (eval mode is a module attribute, shared by all
+threads, so dropout would silently be off): one started from another thread raises
+`RuntimeError`, and a batch waits for those under way. Take them under `updating()`,
+run rollouts and training in turn as a synchronous trainer does, or generate from a
+copy (`nemo_gym.training.GenerationCopy`).
 The tokenizer is used from the worker thread while requests are prepared.
 """
 
@@ -46,14 +48,15 @@ import contextlib
 import inspect
 import logging
 import queue
-import random
+import secrets
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nemo_gym.errors import ConfigError, ModelError, require
+from nemo_gym.knobs import KNOBS, NEUTRAL, active_knobs, refuse_knobs
 from nemo_gym.models.base import ModelAdapter, RetryPolicy
 from nemo_gym.models.chat import ChatTemplate, ToolFormat
 from nemo_gym.models.tokens import Continuations, History
@@ -61,7 +64,7 @@ from nemo_gym.records import Message, ModelRequest, ModelResponse, Sampling, Too
 from nemo_gym.records import replace as replace_record
 from nemo_gym.registry import Spec
 
-__all__ = ["DEFAULT_SAMPLING", "LivePolicy", "PolicyStats", "sample_next"]
+__all__ = ["DEFAULT_SAMPLING", "Knobs", "LivePolicy", "PolicyStats", "sample_next"]
 
 log = logging.getLogger(__name__)
 
@@ -98,19 +101,108 @@ class PolicyStats:
         return self.completion_tokens / self.generate_s if self.generate_s else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """A row's sampling knobs beyond temperature and top_p (`nemo_gym.knobs`).
+
+    Applied as vLLM applies them: `repetition_penalty` divides a positive logit (and
+    multiplies a negative one) of every token already in the prompt or the completion;
+    `presence_penalty` and `frequency_penalty` subtract from the logits of tokens in
+    the completion (once, and once per occurrence); then temperature, `min_p` (drop
+    tokens below `min_p` times the top probability), `top_k`, and `top_p`.
+    """
+
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+    @classmethod
+    def of(cls, extra: Mapping[str, Any], adapter: str) -> Knobs:
+        """The knobs of `Sampling.extra`; `ModelError` naming a knob that is out of
+        range, and (`nemo_gym.knobs.refuse_knobs`) any other key, which a local
+        sampler has nowhere to send."""
+        refuse_knobs(extra, adapter, KNOBS, other_fields=False)
+        active = active_knobs(extra)
+        if not active:
+            return cls()
+        defaults = cls()
+        values = {**{k: getattr(defaults, k) for k in NEUTRAL}, **active}
+        problems = []
+        top_k, min_p = values["top_k"], values["min_p"]
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < -1:
+            problems.append(f"top_k={top_k!r} must be an integer >= -1 (0 or -1: off)")
+        if not _number(min_p) or not 0.0 <= min_p <= 1.0:
+            problems.append(f"min_p={min_p!r} must be in [0, 1]")
+        penalty = values["repetition_penalty"]
+        if not _number(penalty) or penalty <= 0:
+            problems.append(f"repetition_penalty={penalty!r} must be > 0")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not _number(values[name]) or not -2.0 <= values[name] <= 2.0:
+                problems.append(f"{name}={values[name]!r} must be in [-2, 2]")
+        if problems:
+            raise ModelError(
+                f"{adapter}: Sampling.extra " + "; ".join(problems), code="bad_request"
+            )
+        return cls(
+            top_k=max(0, int(top_k)),
+            min_p=float(min_p),
+            repetition_penalty=float(penalty),
+            presence_penalty=float(values["presence_penalty"]),
+            frequency_penalty=float(values["frequency_penalty"]),
+        )
+
+    @property
+    def penalised(self) -> bool:
+        return (
+            self.repetition_penalty != 1.0
+            or self.presence_penalty != 0.0
+            or self.frequency_penalty != 0.0
+        )
+
+
+PLAIN = Knobs()
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _penalise(scores: Any, knobs: Knobs, seen: Any, counts: Any) -> Any:
+    """`scores` with the knobs' penalties applied (a copy). `seen`: a tensor of the ids
+    in the prompt and completion; `counts`: (ids, occurrences) in the completion."""
+    scores = scores.clone()
+    if knobs.repetition_penalty != 1.0 and seen is not None and len(seen):
+        chosen = scores[seen]
+        scores[seen] = chosen.where(chosen <= 0, chosen / knobs.repetition_penalty).where(
+            chosen > 0, chosen * knobs.repetition_penalty
+        )
+    if counts is not None and len(counts[0]):
+        ids, occurrences = counts
+        scores[ids] -= knobs.frequency_penalty * occurrences.to(scores.dtype)
+        scores[ids] -= knobs.presence_penalty
+    return scores
+
+
 def sample_next(
     logits: Any,
     temperatures: Sequence[float],
     top_ps: Sequence[float],
     generators: Sequence[Any],
+    knobs: Sequence[Knobs] | None = None,
+    histories: Sequence[tuple[Any, Any] | None] | None = None,
 ) -> tuple[list[int], list[float]]:
     """Pick one token per row of `logits` (a float tensor `[batch, vocab]`).
 
     Temperature 0 is greedy, and its logprob is that of the untempered distribution.
     Otherwise the token is drawn with the row's own `torch.Generator` from the
-    temperature-scaled distribution truncated to the top-p nucleus, and the logprob
-    returned is under the temperature-scaled distribution *before* the top-p truncation:
-    what a trainer recomputes from its own logits (it applies temperature, not top-p).
+    temperature-scaled distribution truncated by the row's `knobs` (`Knobs`: penalties,
+    `min_p`, `top_k`) and the top-p nucleus, and the logprob returned is under the
+    temperature-scaled distribution *before* penalties and truncation: what a trainer
+    recomputes from its own logits (it applies temperature, nothing else). `histories`
+    gives, per row with penalties, (a tensor of the ids in its prompt and completion,
+    (ids, counts) of its completion).
     """
     import torch
 
@@ -119,14 +211,27 @@ def sample_next(
     for row, (temperature, top_p, generator) in enumerate(
         zip(temperatures, top_ps, generators, strict=True)
     ):
-        scores = logits[row].float()
+        raw = logits[row].float()
+        row_knobs = knobs[row] if knobs is not None else PLAIN
+        scores = raw
+        if row_knobs.penalised:
+            history = histories[row] if histories is not None else None
+            seen, counts = history if history is not None else (None, None)
+            scores = _penalise(raw, row_knobs, seen, counts)
         if temperature == 0.0:
-            logp = torch.log_softmax(scores, dim=-1)
+            logp = torch.log_softmax(raw, dim=-1)
             token = int(torch.argmax(scores))
         else:
-            logp = torch.log_softmax(scores / temperature, dim=-1)
-            probs = logp.exp()
+            logp = torch.log_softmax(raw / temperature, dim=-1)
+            probs = torch.softmax(scores / temperature, dim=-1)
+            if row_knobs.min_p > 0.0:
+                probs = probs.masked_fill(probs < row_knobs.min_p * probs.max(), 0.0)
+            if 0 < row_knobs.top_k < probs.shape[-1]:
+                kth = torch.topk(probs, row_knobs.top_k).values[-1]
+                probs = probs.masked_fill(probs < kth, 0.0)
             if top_p < 1.0:
+                if row_knobs.min_p > 0.0 or row_knobs.top_k > 0:
+                    probs = probs / probs.sum()  # the nucleus is of what min_p/top_k kept
                 sorted_probs, order = torch.sort(probs, descending=True)
                 # Keep each token whose preceding mass is still under top_p: the smallest
                 # set reaching top_p, never empty.
@@ -172,6 +277,8 @@ class _Row:
     stops: tuple[str, ...]
     seed: int
     generator: Any
+    knobs: Knobs = PLAIN
+    seen: set[int] = field(default_factory=set)  # prompt and completion ids, for penalties
     completion: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str | None = None
@@ -291,6 +398,12 @@ class LivePolicy(ModelAdapter):
         self._max_context: int | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
+        # The forward guard (`_guard_forwards`): which thread generates now, and how many
+        # forward passes of other threads are under way.
+        self._modes = threading.Condition()
+        self._generating: int | None = None
+        self._foreign_forwards = 0
+        self._hooks: list[Any] = []
         # The event loop takes this one, and must never wait behind a slow model load.
         self._worker_lock = threading.Lock()
 
@@ -378,6 +491,9 @@ class LivePolicy(ModelAdapter):
                 self._queue.put(_CLOSE)
                 worker.join()
             self._fail_queued(ModelError(f"{type(self).__name__} was closed", code="closed"))
+            hooks, self._hooks = self._hooks, []
+            for hook in hooks:  # the caller's model is left as it was given
+                hook.remove()
 
     async def aclose(self) -> None:
         """`close()` without blocking the event loop. Idempotent."""
@@ -416,6 +532,7 @@ class LivePolicy(ModelAdapter):
                 check_sampling(sampling, "request.sampling")
             except ConfigError as exc:
                 raise ModelError(str(exc), code="bad_request") from exc
+            Knobs.of(sampling.extra, kind)
             pendings.append(_Pending(request, sampling, loop, loop.create_future()))
         # Under the worker lock, so a concurrent close() cannot strand these requests.
         with self._worker_lock:
@@ -455,11 +572,57 @@ class LivePolicy(ModelAdapter):
         self._template = template
         self._continuations = Continuations(template, max_conversations=self.max_conversations)
         self._torch, self._tokenizer, self._model = torch, tokenizer, model
+        self._guard_forwards(model)
+
+    def _guard_forwards(self, model: Any) -> None:
+        """Refuse a forward pass of another thread while a batch generates.
+
+        A batch puts every module in eval mode (a module attribute, seen by all
+        threads): a trainer's forward pass running meanwhile would silently train
+        without dropout, and its restore could flip the batch back to train mode. So
+        a forward pass on the root module from any thread but the worker raises while
+        a batch runs, and a batch waits for the forward passes under way to end.
+        """
+        if self._hooks or not hasattr(model, "register_forward_pre_hook"):
+            return
+
+        counted = threading.local()  # this thread's forwards that `enter` counted
+
+        def enter(module: Any, args: Any) -> None:
+            if threading.get_ident() == self._generating:
+                return
+            with self._modes:
+                if self._generating is not None:
+                    raise RuntimeError(
+                        f"a forward pass of {self.name!r} from thread "
+                        f"{threading.current_thread().name!r} while {type(self).__name__} is "
+                        "generating with it (in eval mode, so dropout would be off): run "
+                        "training forwards between rollouts, under policy.updating(), or "
+                        "on another copy of the model (nemo_gym.training.GenerationCopy)"
+                    )
+                self._foreign_forwards += 1
+                counted.depth = getattr(counted, "depth", 0) + 1
+
+        def leave(module: Any, args: Any, output: Any) -> None:
+            # Also called after `enter` refused (always_call): count only what it counted.
+            if not getattr(counted, "depth", 0):
+                return
+            with self._modes:
+                counted.depth -= 1
+                self._foreign_forwards -= 1
+                self._modes.notify_all()
+
+        self._hooks = [
+            model.register_forward_pre_hook(enter),
+            model.register_forward_hook(leave, always_call=True),
+        ]
 
     # -- the worker -------------------------------------------------------------------
 
     def _ensure_worker(self) -> None:
         # The caller holds _worker_lock.
+        if self._model is not None:
+            self._guard_forwards(self._model)
         if self._worker is None or not self._worker.is_alive():
             self._worker = threading.Thread(
                 target=self._work, name=f"nemo_gym.{self!r}", daemon=True
@@ -527,6 +690,9 @@ class LivePolicy(ModelAdapter):
         if not rows:
             return
         with self.weights_lock:
+            with self._modes:  # the trainer's forward passes under way end first
+                self._modes.wait_for(lambda: self._foreign_forwards == 0)
+                self._generating = threading.get_ident()
             started = time.perf_counter()
             version = self._weights.observe(self._model)
             modes = [(module, module.training) for module in self._model.modules()]
@@ -542,6 +708,8 @@ class LivePolicy(ModelAdapter):
             finally:
                 for module, training in modes:
                     module.training = training
+                with self._modes:
+                    self._generating = None
             changed = self._weights.observe(self._model) != version
             elapsed = time.perf_counter() - started
         if changed:
@@ -602,9 +770,12 @@ class LivePolicy(ModelAdapter):
                     code="context_length",
                 )
             max_tokens = min(max_tokens, room)
-        seed = sampling.seed if sampling.seed is not None else random.getrandbits(63)
+        # Not `random`: trainers seed it identically on every process (transformers'
+        # set_seed), so unseeded samples of one group split across processes would repeat.
+        seed = sampling.seed if sampling.seed is not None else secrets.randbits(63)
         generator = self._torch.Generator(device=self._device)
         generator.manual_seed(seed)
+        knobs = Knobs.of(sampling.extra, type(self).__name__)
         return _Row(
             pending=pending,
             prompt_ids=prompt.ids,
@@ -615,6 +786,8 @@ class LivePolicy(ModelAdapter):
             stops=tuple(s for s in (sampling.stop or ()) if s),
             seed=seed,
             generator=generator,
+            knobs=knobs,
+            seen=set(prompt.ids) if knobs.repetition_penalty != 1.0 else set(),
         )
 
     # -- generation -------------------------------------------------------------------
@@ -655,6 +828,8 @@ class LivePolicy(ModelAdapter):
                 [r.temperature for r in active],
                 [r.top_p for r in active],
                 [r.generator for r in active],
+                [r.knobs for r in active],
+                [self._history(r) for r in active],
             )
             for row, token, logprob in zip(active, tokens, logprobs, strict=True):
                 if row.finish_reason is None:
@@ -678,7 +853,21 @@ class LivePolicy(ModelAdapter):
             mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
             positions = positions[:, -1:] + 1
 
+    def _history(self, row: _Row) -> tuple[Any, Any] | None:
+        """What the row's penalties need (`sample_next`'s `histories`)."""
+        if not row.knobs.penalised:
+            return None
+        torch = self._torch
+        seen = torch.tensor(sorted(row.seen), dtype=torch.long, device=self._device)
+        counts = torch.unique(
+            torch.tensor(row.completion, dtype=torch.long, device=self._device),
+            return_counts=True,
+        )
+        return seen, counts
+
     def _advance(self, row: _Row, token: int, logprob: float) -> None:
+        if row.knobs.repetition_penalty != 1.0:
+            row.seen.add(token)
         row.completion.append(token)
         row.logprobs.append(logprob)
         if token in self._eos_ids:

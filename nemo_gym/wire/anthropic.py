@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nemo_gym.errors import ModelError
+from nemo_gym.knobs import refuse_knobs
 from nemo_gym.records import Message, ModelRequest, ModelResponse, Sampling, ToolCall, ToolSpec
 from nemo_gym.wire.common import (
     ServerRequest,
@@ -132,8 +133,10 @@ def build_request(
     extra_body: dict[str, Any] | None = None,
     stream: bool = False,
 ) -> tuple[dict[str, Any], Sampling]:
-    """(JSON body, the sampling it sends): seed is dropped, `max_tokens` always sent."""
+    """(JSON body, the sampling it sends): seed is dropped, `max_tokens` always sent;
+    a sampling knob other than `top_k` is refused (`nemo_gym.knobs`)."""
     sampling = request.sampling
+    refuse_knobs(sampling.extra, "Anthropic", ("top_k",))
     system, messages = messages_out(request.messages)
     body: dict[str, Any] = {
         "model": request.model or model,

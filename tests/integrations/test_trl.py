@@ -351,6 +351,58 @@ def test_rollout_func_handles_a_slice_with_split_and_repeated_groups() -> None:
     assert len({r.seed for r in rollout.last_rollouts}) == 5
 
 
+def test_every_sampling_knob_of_the_trainer_reaches_the_policy(tmp_path) -> None:
+    """GRPOConfig's top_k/min_p/repetition_penalty and its generation_kwargs (which TRL
+    lets override them) arrive in Sampling; a policy that cannot apply one stops the
+    call with the adapter's reason instead of masking every rollout."""
+    env = Counter(target=3, tasks=1)
+    prompt = gym_trl.dataset(env, split="train")["prompt"][0]
+    seen: list[gym.Sampling] = []
+
+    def reply(request: gym.ModelRequest) -> gym.Message:
+        seen.append(request.sampling)
+        return adder([3])(request)
+
+    config = trl.GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        report_to=[],
+        top_k=7,
+        min_p=0.1,
+        repetition_penalty=1.1,
+        generation_kwargs={"presence_penalty": 0.5, "top_k": 9, "max_new_tokens": 5},
+    )
+    trainer = fake_trainer(
+        top_k=config.top_k,
+        min_p=config.min_p,
+        repetition_penalty=config.repetition_penalty,
+        args=config,
+    )
+    gym_trl.rollout_func(env, policy=CharPolicy(reply))([prompt], trainer)
+    assert seen[0].extra == {
+        "top_k": 9,
+        "min_p": 0.1,
+        "repetition_penalty": 1.1,
+        "presence_penalty": 0.5,
+    }
+    assert seen[0].max_tokens == 5
+    # TRL's defaults (top_k 0, min_p None, repetition_penalty 1.0) send nothing.
+    seen.clear()
+    gym_trl.rollout_func(env, policy=CharPolicy(reply))(
+        [prompt], fake_trainer(top_k=0, repetition_penalty=1.0)
+    )
+    assert seen[0].extra == {}
+
+    def refuse(request: gym.ModelRequest) -> gym.Message:
+        from nemo_gym.knobs import refuse_knobs
+
+        refuse_knobs(request.sampling.extra, "NoKnobs", ())
+        return adder([3])(request)
+
+    with pytest.raises(ConfigError, match=r"NoKnobs cannot honour .*min_p=0.1"):
+        gym_trl.rollout_func(env, policy=CharPolicy(refuse))([prompt] * 2, trainer)
+
+
 def test_trainer_policy_against_trl_s_vllm_server() -> None:
     pytest.importorskip("openai")
     client = SimpleNamespace(base_url="http://127.0.0.1:8000", model="policy")
@@ -566,6 +618,74 @@ def test_grpo_rollouts_follow_the_weights(tokenizer, tmp_path) -> None:
     assert torch.allclose(recomputed, behaviour, atol=2e-3)
     stale, _ = logprobs(initial, second[0])
     assert not torch.allclose(stale, behaviour, atol=2e-2)
+
+
+def test_grpo_groups_split_across_processes_hold_distinct_samples(tmp_path) -> None:
+    """Two processes (torchrun, gloo, CPU) with per-device batch 2 and num_generations 4:
+    each group is split in halves. Every sample of a group must be sampled with its own
+    seed; with per-process seeds both halves were the same two samples."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).with_name("trl_world.py")
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc_per_node", "2", str(script), str(tmp_path)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["world"] for r in ranks] == [2, 2]
+    calls = list(zip(ranks[0]["calls"], ranks[1]["calls"], strict=True))
+    assert len(calls) == 2
+    for first, second in calls:
+        assert first["step"] == second["step"]
+        group = first["rollouts"] + second["rollouts"]  # process 0's slice, then 1's
+        assert len({r["task"] for r in group}) == 1  # one group, split in two
+        assert [r["repeat"] for r in group] == [0, 1, 2, 3]
+        assert all(r["ok"] for r in group)
+        assert len({r["seed"] for r in group}) == 4
+        assert len({tuple(r["completion"]) for r in group}) == 4
+    seeds = [r["seed"] for first, second in calls for r in first["rollouts"] + second["rollouts"]]
+    assert len(set(seeds)) == len(seeds)  # and the next step samples anew
+
+
+def test_rollout_func_seeds_follow_the_world_s_sample_index() -> None:
+    """What each process derives from TRL's layout: the global index, not a local count."""
+    env = Counter(target=3, tasks=2)
+    data = gym_trl.dataset(env, split="train")
+    a, b = data["prompt"]
+
+    def trainer(rank: int, step: int, training: bool = True) -> SimpleNamespace:
+        return fake_trainer(
+            accelerator=SimpleNamespace(process_index=rank),
+            state=SimpleNamespace(global_step=step),
+            model=SimpleNamespace(training=training),
+            num_generations=4,
+            num_generations_eval=2,
+        )
+
+    played: dict[tuple[int, int], list[gym.Rollout]] = {}
+    for rank, prompts in ((0, [a, a, a, a, b, b]), (1, [b, b, a, a, a, a])):
+        rollout = gym_trl.rollout_func(env, policy=CharPolicy(adder([3])))
+        rollout(prompts, trainer(rank, 5))
+        played[rank, 5] = rollout.last_rollouts
+        rollout(prompts, trainer(rank, 6))
+        played[rank, 6] = rollout.last_rollouts
+    world = played[0, 5] + played[1, 5]
+    # Groups: [a x4] [b x4, split across the processes] [a x4]; the same task twice.
+    assert [r.repeat for r in world] == [0, 1, 2, 3] * 3
+    assert [r.task_id for r in world] == ["c0"] * 4 + ["c1"] * 4 + ["c0"] * 4
+    assert len({r.seed for r in world}) == 12
+    assert {r.seed for r in world}.isdisjoint(r.seed for r in played[0, 6] + played[1, 6])
+    # The same process, step and batch reproduce the same seeds (a restarted run).
+    again = gym_trl.rollout_func(env, policy=CharPolicy(adder([3])))
+    again([a, a, a, a, b, b], trainer(0, 5))
+    assert [r.seed for r in again.last_rollouts] == [r.seed for r in played[0, 5]]
+    # Evaluation at the same step uses num_generations_eval and seeds of its own.
+    again([a, a, b, b], trainer(0, 5, training=False))
+    assert [r.repeat for r in again.last_rollouts] == [0, 1, 0, 1]
+    assert {r.seed for r in again.last_rollouts}.isdisjoint(r.seed for r in world)
 
 
 def test_grpo_trainer_runs_environment_factory_episodes(tokenizer, tmp_path) -> None:

@@ -1,0 +1,103 @@
+"""One process of a 2-process `GRPOTrainer` run (run by `torchrun`, CPU, gloo).
+
+`tests/integrations/test_trl.py::test_grpo_groups_split_across_processes_hold_distinct_samples`
+starts it as `torchrun --standalone --nproc_per_node 2 trl_world.py OUT`: per-device
+batch 2 and `num_generations` 4, so every GRPO group is split across the two processes,
+each sampling its half with the live model being trained. Each process writes what its
+`rollout_func` played, call by call, to `OUT/rank<r>.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import transformers
+import trl
+
+import nemo_gym as gym
+from nemo_gym.integrations import trl as gym_trl
+from nemo_gym.models.local import converted_checkpoint, embedded_gguf_path
+
+
+async def lengthy(task: gym.Task, trajectory: gym.Trajectory) -> float:
+    return len(trajectory.final_text) / 40  # random tokens: a reward with a spread
+
+
+def main(out: Path) -> None:
+    directory, _ = converted_checkpoint(embedded_gguf_path())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)  # the same initial weights on both processes, as DDP expects
+    model = transformers.LlamaForCausalLM(config)
+    tasks = [gym.Task(id=f"q{i}", prompt=f"Write something about {i}.") for i in range(4)]
+    env = gym.Env(lengthy, name="lengthy", tasks={"train": tasks})
+    s = gym_trl.spec(env, split="train")
+    played: list[dict[str, object]] = []
+
+    def rollout_func(prompts: list[object], trainer: object) -> dict[str, list[object]]:
+        out = s.rollout_func(prompts, trainer)
+        played.append(
+            {
+                "step": trainer.state.global_step,  # type: ignore[attr-defined]
+                "rollouts": [
+                    {
+                        "task": r.task_id,
+                        "repeat": r.repeat,
+                        "seed": r.seed,
+                        "ok": r.ok,
+                        "completion": r.trajectory.model_calls[0].response.completion_token_ids,
+                    }
+                    for r in s.rollout_func.last_rollouts
+                ],
+            }
+        )
+        return out
+
+    args = trl.GRPOConfig(
+        output_dir=str(out / "trainer"),
+        per_device_train_batch_size=2,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=2,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        seed=0,
+        temperature=1.0,
+    )
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=s.reward_funcs,
+        args=args,
+        train_dataset=s.train_dataset,
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
+    )
+    trainer.train()
+    rank = trainer.accelerator.process_index
+    world = trainer.accelerator.num_processes
+    (out / f"rank{rank}.json").write_text(json.dumps({"world": world, "calls": played}))
+    s.close()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    main(Path(sys.argv[1]))
