@@ -158,7 +158,9 @@ def test_fast_compare_policy() -> None:
 
 
 def test_extraction_policy() -> None:
-    assert extract_answer("so \\boxed{3} then \\boxed{4}.") == extract_answer("\\boxed{4}")
+    # two different boxes: the words between them decide, and without any there is no answer
+    assert extract_answer("so \\boxed{3}. Wait, \\boxed{4}.") == extract_answer("\\boxed{4}")
+    assert extract_answer("so \\boxed{3} then \\boxed{4}.").anchor == "ambiguous"
     assert extract_answer("The answer is 5 because 2+3=5").answer == "5"
     assert extract_answer("Final answer: **12 apples**").answer == "12"
     assert extract_answer("<think>\\boxed{1}</think>no box here").anchor == "none"

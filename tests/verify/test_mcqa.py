@@ -133,11 +133,31 @@ def test_a_clause_after_a_negation_still_answers(letters: str, before: str, data
 @given(_LETTERS, _REASONING, st.data())
 def test_boxes_naming_different_letters_are_ambiguous(letters: str, before: str, data) -> None:
     a, b = data.draw(st.permutations(letters))[:2]
-    gap = data.draw(st.sampled_from(["", " or ", ". Actually, ", "\n\n", " and then "]))
-    text = f"{before}\\boxed{{{a}}}{gap}\\boxed{{{b}}}"
+    gap = data.draw(st.sampled_from(["", " or ", " or maybe ", "\n\n", " and then ", ", "]))
+    text = f"{before}\n\n\\boxed{{{a}}}{gap}\\boxed{{{b}}}"
     found = extract_choice_details(text, letters=letters)
     assert found.letter is None and "ambiguous" in (found.reason or "")
-    assert extract_choice(f"{before}\\boxed{{{a}}}{gap}\\boxed{{{a}}}", letters=letters) == a
+    assert extract_choice(f"{before}\n\n\\boxed{{{a}}}{gap}\\boxed{{{a}}}", letters=letters) == a
+
+
+@_prop
+@given(_LETTERS, _REASONING, st.data())
+def test_a_revision_commits_to_the_later_box(letters: str, before: str, data) -> None:
+    a, b = data.draw(st.permutations(letters))[:2]
+    form = data.draw(
+        st.sampled_from(
+            [
+                "At first I thought \\boxed{{{a}}}, but rechecking, the answer is \\boxed{{{b}}}.",
+                "\\boxed{{{a}}}. Actually, \\boxed{{{b}}}.",
+                "\\boxed{{{a}}}\n\nWait, I misread the question. \\boxed{{{b}}}",
+                "Initially \\boxed{{{a}}}; correcting the sign gives \\boxed{{{b}}}.",
+                "<answer>{a}</answer>\nHold on, that was wrong.\n<answer>{b}</answer>",
+            ]
+        )
+    )
+    text = f"{before}\n\n" + form.format(a=a, b=b)
+    assert extract_choice(text, letters=letters) == b
+    assert extract_choice(text, letters=letters, strict=True) == b
 
 
 @_prop

@@ -160,10 +160,10 @@ def boxes() -> Iterator[Row]:
             yield row("two boxes adjacent", pre + f"\\boxed{{{a}}}\\boxed{{{b}}}", letters, None)
         elif form == 1:
             yield row(
-                "two boxes, a change of mind",
+                "two boxes, a change of mind",  # a draft, then a revision: the later one
                 pre + f"At first I got \\boxed{{{a}}}, but on reflection \\boxed{{{b}}}.",
                 letters,
-                None,
+                b,
             )
         elif form == 2:
             yield row(
