@@ -17,6 +17,7 @@ from nemo_gym.verify.extract._spans import (
     strip_thinking,
     tail_matches,
 )
+from nemo_gym.verify.extract._words import last_spelled_number
 
 NoAnchorPolicy = Literal["last_number", "math_verify", "reject"]
 Anchor = Literal["boxed", "answer", "last_number", "none", "ambiguous"]
@@ -355,6 +356,12 @@ def extract_answer(text: str, no_anchor: NoAnchorPolicy = "last_number") -> Extr
         if _refused_in(closing):
             return Extraction(None, "none", tuple(skipped))
         number = _last_number(closing)
+        if number is None:
+            # "So she has twelve apples left.": a closing sentence with no digits
+            sentences = [
+                m.group() for m in _SENTENCES.finditer(closing[-600:]) if m.group().strip()
+            ]
+            number = last_spelled_number(sentences[-1]) if sentences else None
         if number:
             return Extraction(number, "last_number", tuple(skipped))
         if number == "":
