@@ -70,6 +70,8 @@ ADVERSARIAL_CATEGORIES = {
     "logarithm", "mixed_number", "repeating_decimal", "scientific", "degrees_radians",
     "matrix", "vector", "no_solution_all_reals", "multiple_answers", "thousands_locale",
     "after_think", "unicode", "large_number_words", "hedged_boxes", "control",
+    "closing_statement", "languages", "number_words", "complex", "revisions", "refusal",
+    "markdown_anchors", "surds",
 }  # fmt: skip
 
 

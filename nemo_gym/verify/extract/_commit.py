@@ -31,19 +31,18 @@ _DRAFT = re.compile(
 )
 # A hypothetical: the answer of another question than the one asked.
 _HYPOTHETICAL = re.compile(
-    r"(?i)(?<![a-z])(?:would|could|might|if|had|were|suppose|supposing|assuming|assume"
+    r"(?i)(?<![a-z])(?:would|if|had|were|suppose|supposing|assuming|assume"
     r"|hypothetically|otherwise|in\s+case|were\s+it|unless)(?![a-z])"
 )
 # A hedge between two answers: no commitment.
 _HEDGE = re.compile(
-    r"(?i)(?<![a-z])(?:or|maybe|perhaps|possibly|alternatively|either|probably|likely"
-    r"|not\s+sure|unsure|i\s+guess|could\s+also)(?![a-z])"
+    r"(?i)(?<![a-z])(?:or|maybe|perhaps|possibly|alternatively|either|probably|likely|could"
+    r"|might|not\s+sure|unsure|i\s+guess)(?![a-z])"
 )
 # A lead-in that commits to what follows it.
 _COMMIT = re.compile(
     r"(?i)(?<![a-z])(?:answer|final|finally|therefore|thus|hence|so|conclude|conclusion"
-    r"|result|total|altogether|in\s+all|overall|correct|the\s+count\s+is|as\s+stated"
-    r"|indeed|is|equals|gives|get|obtain)(?![a-z])|[=∴]"
+    r"|result|total|altogether|in\s+all|overall|correct|as\s+stated|indeed)(?![a-z])|∴"
 )
 _CLAUSE = re.compile(r"[.;!?\n:](?=[^.;!?\n:]*\Z)")
 

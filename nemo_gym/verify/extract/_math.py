@@ -148,8 +148,11 @@ def _answer_span(tail: str) -> str | None:
             end = following.end()
         return ", ".join(dict.fromkeys(c for c in contents if c)) or None
     line = tail.split("\n", 1)[0]
+    line = _TURKISH_COPULA.sub("", line)  # "42'dir": "is 42"
     line = re.split(
-        r"\*\*|__|\||(?<=[^\d\s])\.|\.(?=\s|$)|[;。]|\s+(?:because|since|as|which)\s", line
+        r"\*\*|__|\||(?<=[^\d\s])\.|\.(?=\s|$)|[;。।]|\s+(?:because|since|as|which)\s"
+        r"|\s+\((?=[^)]*\d)|(?<=\d)\s+(?=[^\W\d_]+\s*[:：])",
+        line,
     )[0]
     line = line.strip().rstrip(".,:;").strip()
     if not line:
@@ -163,7 +166,8 @@ def _answer_span(tail: str) -> str | None:
     return line[:MAX_BOXED]
 
 
-_WORDS = re.compile(r"(?:[\s'’]|[^\W\d_])*")
+_TURKISH_COPULA = re.compile(r"(?<=\d)['’][dt][ıiuü]r(?!\w)")
+_WORDS = re.compile(r"(?:[\s'’\u0300-\u036f\u0900-\u0dff\u0e00-\u0e7f]|[^\W\d_])*")
 
 
 def _last_number(text: str) -> str | None:
