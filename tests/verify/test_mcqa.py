@@ -51,7 +51,10 @@ def test_the_adversarial_corpus_covers_every_class() -> None:
     assert len(ADVERSARIAL) >= 250
     notes = {row["note"] for row in ADVERSARIAL}
     for needed in ("neither nor", "none of a range", "two boxes adjacent", "markdown table",
-                   "json object", "final line in math", "not X; Y is correct"):  # fmt: skip
+                   "json object", "final line in math", "not X; Y is correct", "answer tags",
+                   "letter with its value", "bold letter opening", "committing closing",
+                   "per-option verdicts", "echo of the options", "revised boxes",
+                   "boxes with no commitment", "other languages", "option text alone"):  # fmt: skip
         assert needed in notes, needed
     assert sum(row["expected"] is None for row in ADVERSARIAL) >= 60
 
@@ -62,8 +65,11 @@ def test_the_adversarial_corpus_covers_every_class() -> None:
 @pytest.mark.parametrize("strict", [False, True], ids=["lenient", "strict"])
 def test_adversarial_corpus(row: dict, strict: bool) -> None:
     expected = row["expected_strict"] if strict else row["expected"]
-    got = extract_choice(row["text"], letters=row["letters"], strict=strict)
-    assert got == expected, extract_choice_details(row["text"], letters=row["letters"])
+    options = row.get("options")
+    got = extract_choice(row["text"], letters=row["letters"], strict=strict, options=options)
+    assert got == expected, extract_choice_details(
+        row["text"], letters=row["letters"], strict=strict, options=options
+    )
 
 
 # Properties of each class: any letters, any reasoning before them.

@@ -66,10 +66,13 @@ _ANCHORS: dict[str, re.Pattern[str]] = {
     "<response": re.compile(r"<response\s{0,3}>\s{0,3}"),
 }
 # The answer statements of the other languages; a stem shared with an English anchor
-# ("option") keeps both readings, English first.
+# ("option") keeps both readings, English first. They are read in NFKC like the reply
+# (which turns the Thai "ำ" into two characters).
 _MORE_ANCHORS: dict[str, list[re.Pattern[str]]] = {}
 for _phrase in PHRASES:
-    _MORE_ANCHORS.setdefault(_phrase.stem.lower(), []).append(_phrase.pattern)
+    _MORE_ANCHORS.setdefault(unicodedata.normalize("NFKC", _phrase.stem).lower(), []).append(
+        re.compile(unicodedata.normalize("NFKC", _phrase.pattern.pattern), re.I)
+    )
 for _stem in _MORE_ANCHORS:
     _ANCHORS.setdefault(_stem, _MORE_ANCHORS[_stem].pop(0))
 _TAGS = frozenset(("<answer", "<choice", "<final_answer", "<response"))
@@ -111,6 +114,7 @@ _LEAD = re.compile(
     """,
     re.IGNORECASE | re.VERBOSE,
 )
+_TURKISH_COPULA = re.compile(r"['’][dt][ıiuü]r(?!\w)")
 _CLOSERS = ")]}*_$`'\"】」><"
 _OPENERS = frozenset("([{*$【「\\")
 _TERMINATORS = frozenset(".,;:!?\n\r)。，；！？")
@@ -206,8 +210,8 @@ def _read_letter(tail: str, letters: frozenset[str]) -> _Found | None:
     nxt = rest[:1]
     if nxt and nxt.isascii() and nxt.isalnum():
         return None  # a word, not a letter
-    if nxt in ("'", "’", "-") and rest[1:2].isalpha():
-        return None  # "I'm", "A-level"
+    if nxt in ("'", "’", "-") and rest[1:2].isalpha() and not _TURKISH_COPULA.match(rest):
+        return None  # "I'm", "A-level" (but "D'dir": "is D")
     if _RANGE_AFTER.match(rest):
         return None  # "A–D", "(A)-(D)": a range of options, not one
     # "(I)", "**A**": a closing wrapper right after the letter makes it a label, not prose
@@ -636,6 +640,13 @@ _NEGATIVE = re.compile(
 _POSITIVE = re.compile(r"(?i)(?<![a-z])(?:correct|right|true|valid|yes)(?![a-z])|[✓✔✅]")
 
 
+# A reply that opens with its letter in bold: "**D.** 12", "**(B)**" on a line of its own.
+_BOLD_OPENING = re.compile(
+    r"(?:\*\*|__)[ \t]{0,2}(?:[(\[]([A-Z])[)\]]|([A-Z])[.:)])[ \t]{0,2}(?:\*\*|__)"
+    r"|(?:\*\*|__)[ \t]{0,2}([A-Z])[ \t]{0,2}(?:\*\*|__)[ \t]*(?=\n|$)"
+)
+
+
 def _option_lines(text: str, allowed: frozenset[str]) -> list[tuple[int, str, str]]:
     """The option-list lines of the reply's tail: (line number, letter, what follows)."""
     found = []
@@ -697,6 +708,11 @@ def _lenient(text: str, allowed: frozenset[str]) -> _Found | None:
     listed = _option_list(stripped, allowed)
     if listed is not None:
         return listed
+    bold = _BOLD_OPENING.match(stripped)
+    if bold is not None:
+        letter = bold.group(1) or bold.group(2) or bold.group(3)
+        if letter in allowed:
+            return _Found("letter", letter)
     lines = [line for line in stripped[-2000:].splitlines() if line.strip()]
     head = [line for line in stripped[:2000].splitlines() if line.strip()]
     for line, whole in ((lines[-1], False), (head[0], True)):

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 # What may join an answer noun to its answer: a colon (also full-width), a dash, "=".
 _COLON = r"\s{0,3}(?:[:：=]|[-–—](?!\d))"
-# Verb-final languages put the answer right after the noun ("उत्तर 42 है", "Cevap 42'dir"):
+# Verb-final languages put the answer right after the noun ("उत्तर 42 है", "Cevap 42'dir",
+# "پاسخ صحیح C است"):
 # a bare noun is a phrase only when a number, a math span or a lone letter follows it.
 _BARE = r"(?=\s{1,3}(?:[-−(\d$\\]|[A-Za-z](?![A-Za-z])))"
 
@@ -139,12 +140,20 @@ PHRASES: tuple[Phrase, ...] = (
         "پاسخ",
         r"(?:\s+(?:نهایی|صحیح|درست))?(?:\s+(?:برابر\s+است\s+با|است|عبارت\s+است\s+از)|"
         + _COLON
+        + r"|"
+        + _BARE
         + r")",
     ),
     _phrase(
-        "fa", "جواب", r"(?:\s+(?:نهایی|صحیح|درست))?(?:\s+(?:برابر\s+است\s+با|است)|" + _COLON + r")"
+        "fa",
+        "جواب",
+        r"(?:\s+(?:نهایی|صحیح|درست))?(?:\s+(?:برابر\s+است\s+با|است)|"
+        + _COLON
+        + r"|"
+        + _BARE
+        + r")",
     ),
-    # Hindi (verb-final: "उत्तर 42 है", so a bare noun before the answer counts too)
+    # Hindi (verb-final like Persian and Turkish: "उत्तर 42 है")
     _phrase("hi", "उत्तर", r"(?:\s+(?:है|होगा))?(?:" + _COLON + r"|" + _BARE + r")"),
     _phrase("hi", "विकल्प", r"(?:\s+(?:है|होगा))?(?:" + _COLON + r"|" + _BARE + r")"),
     # Turkish ("Cevap 42'dir")
