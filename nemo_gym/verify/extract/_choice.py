@@ -550,29 +550,32 @@ def _table_column(text: str, at: int) -> str | None:
     return cells[column].strip() if 0 <= column < len(cells) else None
 
 
+# (needle, kind, search the original text rather than the lowered one); the needles of
+# other scripts are searched only in a reply that is not ASCII.
+_NEEDLES: list[tuple[str, str, bool, int]] = [
+    *((word, word, False, len(word) - 1) for word in _ANCHORS if word.isascii()),
+    *((word, "verdict", False, len(word) - 1) for word in _VERDICT_WORDS),
+    *((word, "boxed", True, len(word) - 1) for word in _BOX_ANCHORS),
+]
+_SCRIPT_NEEDLES: list[tuple[str, str, bool, int]] = [
+    (word, word, False, len(word) - 1) for word in _ANCHORS if not word.isascii()
+]
+
+
 def _candidates(text: str, low: str, start: int, end: int) -> list[tuple[int, str]]:
     """Where statements may start within [start, end), last first (at most 64)."""
     found: list[tuple[int, str]] = []
-    for word in _ANCHORS:
-        _last_occurrences(low, word, word, start, end, found)
-    for word in _VERDICT_WORDS:
-        _last_occurrences(low, word, "verdict", start, end, found)
-    for word in _BOX_ANCHORS:
-        _last_occurrences(text, word, "boxed", start, end, found)
+    needles = _NEEDLES if text.isascii() else _NEEDLES + _SCRIPT_NEEDLES
+    for needle, kind, original, extra in needles:
+        haystack = text if original else low
+        at = haystack.rfind(needle, start, end + extra)  # an anchor starting before `end`
+        count = 0
+        while at >= 0 and count < _MAX_STATEMENTS:  # only the last ones matter
+            found.append((at, kind))
+            count += 1
+            at = haystack.rfind(needle, start, at)
     found.sort(reverse=True)
     return found[:_MAX_STATEMENTS]
-
-
-def _last_occurrences(
-    haystack: str, needle: str, kind: str, start: int, end: int, out: list[tuple[int, str]]
-) -> None:
-    end = min(len(haystack), end + len(needle) - 1)  # an anchor starting before `end`
-    for _ in range(_MAX_STATEMENTS):
-        at = haystack.rfind(needle, start, end)
-        if at < 0:
-            return
-        out.append((at, kind))
-        end = at
 
 
 def _verdict(text: str, low: str, at: int, allowed: frozenset[str]) -> _Found | None:
