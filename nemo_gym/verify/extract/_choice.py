@@ -4,15 +4,20 @@
 
 1. explicit statements, the last one in the text winning (a final answer after a
    draft): ``\\boxed{D}``, ``Answer: D``, ``**Answer:** (D)``, ``the correct option is
-   D``, ``Option D is correct``, ``(D) is the right answer``, ``答案是 D``;
-2. lenient mode only: a lone letter that is the whole reply, its last line (``(D) 42``)
-   or its first line, or a closing ``... so it's D.``;
+   D``, ``Option D is correct``, ``(D) is the right answer``, the same in 24 other
+   languages (``答案是 D``, ``La bonne réponse est D``; `_lang.PHRASES`), answer tags
+   (``<choice>D</choice>``, ``<answer>D</answer>``);
+2. lenient mode only: a committing closing (``... so it's D.``, ``Hence (D).``), the
+   option marked correct in a per-option verdict list, a bold letter opening the reply,
+   a lone letter that is the whole reply, its last line (``(D) 42``) or its first line;
 3. with `options`, the option text where no letter is found (``The answer is Paris``).
 
-An ambiguous final statement (``A or B``, ``A/B``, ``A and C``) or one naming a letter
-outside `letters` gives None: no guess. Mentions of options that are not answer
-statements (``Option A is wrong because ...``) are never picked. All patterns have
-bounded repetition, so the cost is linear in the length of the text.
+An ambiguous final statement (``A or B``, ``A/B``, ``A and C``), an echo of the options
+(all of them restated), boxes or tags naming different letters without words of
+commitment (`_commit.committed`), or a letter outside `letters` gives None: no guess.
+Mentions of options that are not answer statements (``Option A is wrong because ...``)
+are never picked. All patterns have bounded repetition, so the cost is linear in the
+length of the text.
 """
 
 from __future__ import annotations

@@ -64,6 +64,8 @@ _CJK_SCALES = {"十": 10, "百": 100, "千": 1000, "万": 10_000, "萬": 10_000,
 _WRAPPERS = re.compile(
     r"\\(?:text|textbf|textrm|mathrm|mbox)\s*\{([^{}]*)\}|\$|\\[()\[\]]|[*_`]|\\,|\\ "
 )
+_DIGIT = re.compile(r"\d")
+_LETTER = re.compile(r"[^\W\d_]")
 _ARTICLES = re.compile(r"^(?:the|exactly|just|only|about)\s+", re.I)
 _SIGN = re.compile(r"^(?:negative|minus)\s+", re.I)
 
@@ -126,7 +128,7 @@ def spelled_number(text: str) -> str | None:
     """The number an answer spells out in words, as digits ("one hundred and twenty" ->
     "120", "a third" -> "1/3", "-2" for "negative two"), or None when `text` is not
     wholly a number phrase."""
-    if len(text) > 120 or any(c.isdigit() for c in text):
+    if len(text) > 120 or _DIGIT.search(text) or not _LETTER.search(text):
         return None
     plain = _WRAPPERS.sub(lambda m: m.group(1) or " ", text).strip().strip(".!。")
     plain = _ARTICLES.sub("", plain.strip())
