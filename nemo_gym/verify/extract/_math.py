@@ -26,11 +26,13 @@ NO_ANCHOR_POLICIES: tuple[NoAnchorPolicy, ...] = ("last_number", "math_verify", 
 _ANSWER = re.compile(
     r"(?i)(?<![a-z])(?:final\s+answer|answer)"
     r"(?:\s+(?:is|was|would\s+be|should\s+be|will\s+be|equals)(?:\s+(?:therefore|thus|then))?"
-    r"|(?:\*\*|__)?\s*[:=|])\s*(?:\*\*|__)?\s*(?::\s*)?"
-    # `### Final Answer` or `**Answer**` on a line of its own, the answer on the next
-    r"|(?im:^[ \t]*(?:\#{1,6}[ \t]*)?(?:\*\*|__)?[ \t]*(?:the[ \t]+)?(?:final[ \t]+)?answer"
-    r"[ \t]*(?:\*\*|__)?[ \t:]*(?:\*\*|__)?[ \t]*\n\s*)"
+    r"|(?:\*\*|__)?\s*[:=|]|(?P<heading>[ \t]*(?:\*\*|__)?[ \t:]*(?:\*\*|__)?[ \t]*\n))"
+    r"\s*(?:\*\*|__)?\s*(?::\s*)?"
 )
+# A heading anchor (`### Final Answer`, `**Answer**` on a line of its own, the answer on
+# the next) counts only when nothing but Markdown precedes it on its line: "we need
+# the answer\n" is prose. Checked per match, so the regex keeps its literal prefix.
+_HEADING_LEAD = re.compile(r"(?i)[ \t]*(?:\#{1,6}[ \t]*)?(?:\*\*|__)?[ \t]*(?:the[ \t]+)?")
 # "I cannot solve this", "cannot be determined": a refusal, even one that repeats a
 # number of the question, states no answer.
 _REFUSAL = re.compile(
@@ -342,7 +344,12 @@ def extract_answer(text: str, no_anchor: NoAnchorPolicy = "last_number") -> Extr
             if corrected is not None:
                 return Extraction(corrected, "answer", found_box.skipped)
         return found_box
-    anchors = [(m.start(), m.end(), False) for m in tail_matches(_ANSWER, text)[-3:]]
+    anchors = [
+        (m.start(), m.end(), False)
+        for m in tail_matches(_ANSWER, text)
+        if m.group("heading") is None
+        or _HEADING_LEAD.fullmatch(text, text.rfind("\n", 0, m.start()) + 1, m.start())
+    ][-3:]
     for start, end, phrase in last_phrases(text):
         anchors.append((start, end, phrase.decimal_comma))
     anchors.sort()
