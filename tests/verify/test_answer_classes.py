@@ -223,6 +223,30 @@ def test_several_boxes_without_commitment_are_no_answer(
 
 @_prop
 @given(
+    _REASONING,
+    st.integers(2, 40),
+    st.integers(41, 99),
+    st.sampled_from(
+        [
+            "**Final Answer**\n\\[\n\\boxed{{{v}}}\n\\]",
+            "### Final Answer\n$\\boxed{{{v}}}$",
+            "Answer: \\boxed{{{v}}}",
+        ]
+    ),
+)
+def test_a_final_answer_heading_commits_to_the_box_under_it(
+    before: str, step: int, final: int, heading: str
+) -> None:
+    text = f"{before}The first part gives \\boxed{{{step}}}.\n\n" + heading.format(v=final)
+    assert extract_answer(text).answer == str(final)
+    letters = "ABCD"
+    a, b = letters[step % 4], letters[(step + 1) % 4]
+    choice = f"{before}Part one: \\boxed{{{b}}}.\n\n" + heading.format(v=a)
+    assert extract_choice(choice, letters=letters) == a
+
+
+@_prop
+@given(
     st.integers(3, 999),
     st.sampled_from(
         [

@@ -47,10 +47,15 @@ _COMMIT = re.compile(
 _CLAUSE = re.compile(r"[.;!?\n:](?=[^.;!?\n:]*\Z)")
 
 
+_MARKUP_TAIL = re.compile(r"[\s*_#$\\()\[\]{}:|>`]*\Z")
+
+
 def clause_before(text: str, at: int, window: int = 160, start: int = 0) -> str:
     """The clause that leads up to position `at` (from the last sentence boundary, and
-    from `start` at the earliest)."""
+    from `start` at the earliest), read past the markup right before `at`: the lead-in
+    of ``**Final Answer**\\n\\[\\boxed{5}`` is "**Final Answer"."""
     before = text[max(start, at - window) : at]
+    before = before[: _MARKUP_TAIL.search(before).start()]  # type: ignore[union-attr]
     cut = _CLAUSE.search(before)
     return before[cut.end() :] if cut else before
 

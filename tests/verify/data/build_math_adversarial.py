@@ -907,13 +907,29 @@ def surd_denominators() -> Iterator[Row]:
             yield row(rng.choice(PREAMBLES) + carrier, gold, right, "surds")
 
 
+def final_headings() -> Iterator[Row]:
+    """An intermediate box, then the final one under a "Final Answer" heading: the
+    heading commits to the last box (a revision class: no words between the boxes)."""
+    for _ in range(20):
+        step, final = rng.randint(2, 40), rng.randint(41, 99)
+        text = rng.choice(PREAMBLES) + rng.choice(
+            [
+                f"The first part gives \\boxed{{{step}}}.\n\nAdding the rest:\n\n**Final Answer**\n\\[\n\\boxed{{{final}}}\n\\]",
+                f"Part one: \\boxed{{{step}}}\n\n### Final Answer\n$\\boxed{{{final}}}$",
+                f"We get \\boxed{{{step}}} apples in the first crate.\n\nAnswer: \\boxed{{{final}}}",
+            ]
+        )
+        yield row(text, str(final), True, "revisions")
+        yield row(text, str(step), False, "revisions")
+
+
 BUILDERS: list[Callable[[], Iterator[Row]]] = [
     currency, blank_fallback, inequalities, units, percent, logarithms, mixed_numbers,
     repeating, scientific, degrees, matrices, vectors, special_sets, multiple_answers,
     locales, after_think, unicode_math, large_words, hedges, controls,
     # how chat models state answers (issue 21)
     closing_statements, languages, number_words, complex_numbers, revisions, refusals,
-    markdown_anchors, surd_denominators,
+    markdown_anchors, surd_denominators, final_headings,
 ]  # fmt: skip
 
 
