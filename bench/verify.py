@@ -94,7 +94,7 @@ async def bench_math(name: str, rows: list[dict]) -> tuple[list[Line], float]:
         rates.append(len(rows) / elapsed)
         note = f"accuracy {right}/{len(rows)} ({100 * right / len(rows):.1f}%)"
         if judge is ours:
-            note += f"; {slow} pairs reached math-verify"
+            note += f"; {slow} pairs ({100 * slow / len(rows):.1f}%) reached math-verify"
         lines.append((f"math {name}: {label}", f"{len(rows) / elapsed:,.0f} pairs/s", note))
     return lines, rates[1] / rates[0]
 

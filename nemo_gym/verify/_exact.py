@@ -387,12 +387,31 @@ def _pmul(a: _Poly, b: _Poly) -> _Poly:
     return out
 
 
+_MAX_CONJUGATES = 4  # primes under the radicals of a denominator
+
+
 def _pinv(a: _Poly) -> _Poly:
-    """1/a, for a single term only (1/(1+sqrt2) and 1/(x+1) are left to math-verify)."""
-    if len(a) != 1:
+    """1/a: a single term, or a sum of square roots of rationals, rationalised exactly
+    (1/(1+sqrt2) = sqrt2 - 1); 1/(x+1) and 1/(1+pi) are left to math-verify."""
+    if len(a) == 1:
+        (((r, k, j, m), c),) = a.items()
+        return {(r, -k, -j, tuple((name, -n) for name, n in m)): _checked(1 / (c * r))}
+    if any(k or j or m or r < 1 for r, k, j, m in a):
         raise _Undecidable
-    (((r, k, j, m), c),) = a.items()
-    return {(r, -k, -j, tuple((name, -n) for name, n in m)): _checked(1 / (c * r))}
+    primes = sorted({p for r, _, _, _ in a if r > 1 for p in _factor(r)})
+    if len(primes) > _MAX_CONJUGATES:
+        raise _Undecidable
+    # Multiplying by the conjugate that flips the sign of sqrt(p) leaves a value free of
+    # sqrt(p); after every prime of the radicands the denominator is rational.
+    numerator, denominator = _const(Fraction(1)), a
+    for p in primes:
+        conjugate = {key: -c if key[0] % p == 0 else c for key, c in denominator.items()}
+        numerator = _pmul(numerator, conjugate)
+        denominator = _pmul(denominator, conjugate)
+    rational = _as_rational(denominator)
+    if not rational:
+        raise _Undecidable
+    return {key: _checked(c / rational) for key, c in numerator.items()}
 
 
 def _ppow(base: _Poly, n: int) -> _Poly:

@@ -19,7 +19,7 @@ from math_verify.grader import (
     take_first_relation,
     take_last_relation,
 )
-from sympy import Abs, Basic, Float, MatrixBase, Max, Symbol, UnevaluatedExpr, nsimplify
+from sympy import Abs, Basic, Float, I, MatrixBase, Max, Symbol, UnevaluatedExpr, nsimplify
 from sympy.core.function import AppliedUndef
 from sympy.logic.boolalg import BooleanAtom
 
@@ -34,8 +34,13 @@ _CONFIG = (LatexExtractionConfig(), ExprExtractionConfig())
 _RELATIVE_TOLERANCE = Float("1e-30")
 
 
-def check(gold: str, prediction: str, wrap_prediction: bool) -> tuple[str, bool, str | None]:
+def check(
+    gold: str, prediction: str, wrap_prediction: bool, imaginary: bool = False
+) -> tuple[str, bool, str | None]:
     """Compare `prediction` with `gold` (a bare answer, wrapped in `\\boxed{}` here).
+
+    With `imaginary`, the symbol `i` of both is the imaginary unit (math-verify alone
+    reads it as a variable).
 
     Returns `(status, correct, extracted)`: status "ok", "gold_unparsable" or
     "prediction_unparsable"; `extracted` is the text math-verify matched in the
@@ -52,10 +57,68 @@ def check(gold: str, prediction: str, wrap_prediction: bool) -> tuple[str, bool,
     extracted = next((p for p in reversed(pred_parsed) if isinstance(p, str)), None)
     if not pred_parsed:
         return ("prediction_unparsable", False, None)
+    if imaginary:
+        gold_parsed = [_with_unit(g) for g in gold_parsed]
+        pred_parsed = [_with_unit(p) for p in pred_parsed]
     for g, p in product(gold_parsed, pred_parsed):
+        decided = _by_value(g, p)
+        if decided is not None:
+            if decided:
+                return ("ok", True, extracted)
+            continue
         if verify(g, p, timeout_seconds=None) and _trustworthy(g, p):
             return ("ok", True, extracted)
     return ("ok", False, extracted)
+
+
+# Two exact constants are equal when they agree to 60 digits at a working precision
+# of 80 (symbolically equal forms differ by ~1e-80 there) and different when they
+# differ beyond 1e-20: deciding by value skips sympy's simplification, which on a big
+# sum of powers of surds runs for seconds. Between the two, math-verify decides.
+_EQUAL_BELOW = Float("1e-60")
+_DIFFERENT_ABOVE = Float("1e-20")
+
+
+def _by_value(gold: Any, pred: Any) -> bool | None:
+    """The verdict on two exact numbers (real or complex, no symbol, no written
+    decimal) by their value at high precision, or None when it is not that case."""
+    if not (isinstance(gold, Basic) and isinstance(pred, Basic)):
+        return None
+    if isinstance(gold, MatrixBase) or isinstance(pred, MatrixBase):
+        return None
+    if is_relation(gold) or is_relation(pred) or isinstance(gold, BooleanAtom | And):
+        return None
+    if not (gold.is_number and pred.is_number) or gold.free_symbols or pred.free_symbols:
+        return None
+    if gold.has(Float) or pred.has(Float) or _is_percent(gold) or _is_percent(pred):
+        return None  # decimals and percentages keep math-verify's own rules
+    try:
+        a, b = gold.evalf(80), pred.evalf(80)
+        scale = Max(Abs(a), Abs(b), 1)
+        difference = Abs(a - b)
+        if not (difference.is_number and scale.is_number):
+            return None
+        if difference <= _EQUAL_BELOW * scale:
+            return True
+        if difference > _DIFFERENT_ABOVE * scale:
+            return False
+    except (TypeError, ValueError, ArithmeticError, AttributeError):
+        return None
+    return None
+
+
+def _with_unit(value: Any) -> Any:
+    """`value` with its symbol `i` (whatever assumptions the parser gave it) replaced by
+    the imaginary unit."""
+    if not isinstance(value, Basic) or isinstance(value, And):
+        return value
+    units = [s for s in value.free_symbols if getattr(s, "name", None) == "i"]
+    if not units:
+        return value
+    try:
+        return value.subs({unit: I for unit in units})
+    except (TypeError, ValueError, AttributeError):
+        return value
 
 
 def _balanced(text: str) -> bool:

@@ -48,6 +48,7 @@ from nemo_gym.verify.extract import (
     check_percent_policy,
     extract_answer,
     last_boxed,
+    spelled_number,
 )
 from nemo_gym.verify.pool import WorkerError, WorkerPool
 
@@ -150,6 +151,29 @@ def _for_math_verify(text: str, conventions: Conventions) -> str:
     return text
 
 
+# Complex numbers: `i` (also `\mathrm{i}`, `\imath`, or the engineers' `j`) standing
+# alone is the imaginary unit; math-verify alone reads it as a variable, so `i^7 = -i`
+# and `e^{i\pi} = -1` would fail there.
+_UNIT_COMMAND = re.compile(
+    r"\\(?:mathrm|text|mathit|operatorname|rm)\s*\{\s*([ij])\s*\}|\\[ij]math"
+)
+_LONE_UNIT = re.compile(r"(?<![A-Za-z\\_])[ij](?![A-Za-z])")
+
+
+def _imaginary(text: str) -> bool:
+    """Whether `text` uses the imaginary unit."""
+    return bool(_LONE_UNIT.search(_UNIT_COMMAND.sub("i", text)))
+
+
+def _complex_form(text: str, *, last_side: bool = False) -> str:
+    r"""`text` with its imaginary unit written `i`, and, for an answer, the last side of
+    a chain of equalities (`i^7 = i^4 \cdot i^3 = -i` is `-i`)."""
+    text = _LONE_UNIT.sub("i", _UNIT_COMMAND.sub("i", text))
+    if last_side and "=" in text:
+        text = text.rsplit("=", 1)[1].strip()
+    return text
+
+
 def check_log_policy(log: str) -> LogPolicy:
     """`log` if it is a `LogPolicy`, else a ValueError naming the choices."""
     if log not in LOG_POLICIES:
@@ -159,6 +183,9 @@ def check_log_policy(log: str) -> LogPolicy:
 
 def _fast_verdict(gold: str, answer: str, conventions: Conventions) -> bool | None:
     """The in-process verdict, or None when math-verify must decide."""
+    # "five", "a third", `\text{four}`: a number in words is that number
+    gold = spelled_number(gold) or gold
+    answer = spelled_number(answer) or answer
     gold_number = exact_number(gold, conventions)
     if gold_number is not None:
         predicted = exact_number(answer, conventions)
@@ -195,6 +222,15 @@ async def verify_math(
     gold_text = _gold_text(gold)
     extraction = extract_answer(prediction, no_anchor)
     answer, anchor, skipped = extraction.answer, extraction.anchor, extraction.skipped
+    if anchor == "ambiguous":
+        # Different answers with no commitment to one: right only if every one is right
+        # (`\boxed{0.5}` or `\boxed{\frac12}`), else no answer.
+        alternatives = extraction.alternatives
+        if alternatives and all(
+            _fast_verdict(gold_text, alt, conventions) is True for alt in alternatives
+        ):
+            return MathResult(True, alternatives[-1], "fast", "boxed", skipped)
+        return MathResult(False, None, "fast", "ambiguous", skipped)
     if answer is None and anchor == "none" and no_anchor != "math_verify":
         return MathResult(False, None, "fast", "none", skipped)
     if answer is not None:
@@ -203,12 +239,17 @@ async def verify_math(
             return MathResult(verdict, answer, "fast", anchor, skipped)
     _require_math_verify()
     wrap = answer is not None
+    gold_mv, answer_mv = gold_text, answer if wrap else prediction
+    imaginary = _imaginary(gold_mv) or (wrap and _imaginary(answer_mv))  # type: ignore[arg-type]
+    if imaginary:
+        gold_mv, answer_mv = _complex_form(gold_mv), _complex_form(answer_mv, last_side=wrap)  # type: ignore[arg-type]
     status, correct, matched = await _call_worker(
         pool,
-        _for_math_verify(gold_text, conventions),
-        _for_math_verify(answer if wrap else prediction, conventions),  # type: ignore[arg-type]
+        _for_math_verify(gold_mv, conventions),
+        _for_math_verify(answer_mv, conventions),  # type: ignore[arg-type]
         wrap,
         timeout,
+        imaginary,
     )
     if status == "gold_unparsable":
         raise VerifierError(
@@ -219,12 +260,17 @@ async def verify_math(
 
 
 async def _call_worker(
-    pool: WorkerPool | None, gold: str, prediction: str, wrap: bool, timeout: float
+    pool: WorkerPool | None,
+    gold: str,
+    prediction: str,
+    wrap: bool,
+    timeout: float,
+    imaginary: bool = False,
 ) -> tuple[str, bool, str | None]:
     if pool is None:
         pool = _math_pool()
     try:
-        return await pool.call(_WORKER_CHECK, gold, prediction, wrap, timeout=timeout)
+        return await pool.call(_WORKER_CHECK, gold, prediction, wrap, imaginary, timeout=timeout)
     except WorkerError as exc:
         if exc.remote_type in ("ModuleNotFoundError", "ImportError"):
             raise MissingDependency("math-verify", "math") from exc

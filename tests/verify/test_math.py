@@ -22,11 +22,9 @@ from nemo_gym.verify.pool import WorkerPool
 
 CORPUS = Path(__file__).parent / "data" / "math_pairs.jsonl"
 ADVERSARIAL = Path(__file__).parent / "data" / "math_adversarial.jsonl"
-# Known misses, each a math-verify limitation on the slow path (kept visible here).
-KNOWN_MISSES = {
-    # math-verify parses a gold without an "i" as real, where sqrt(-1) is undefined.
-    ("\\sqrt{-1}", "i"),
-}
+# Known misses, each a math-verify limitation on the slow path (kept visible here). The
+# last one, `\\sqrt{-1}` against `i`, is read since `i` is the imaginary unit there.
+KNOWN_MISSES: set[tuple[str, str]] = set()
 FAST_BUDGET_S = 0.05  # an in-process decision on the event loop
 
 
@@ -72,6 +70,8 @@ ADVERSARIAL_CATEGORIES = {
     "logarithm", "mixed_number", "repeating_decimal", "scientific", "degrees_radians",
     "matrix", "vector", "no_solution_all_reals", "multiple_answers", "thousands_locale",
     "after_think", "unicode", "large_number_words", "hedged_boxes", "control",
+    "closing_statement", "languages", "number_words", "complex", "revisions", "refusal",
+    "markdown_anchors", "surds",
 }  # fmt: skip
 
 
@@ -158,7 +158,9 @@ def test_fast_compare_policy() -> None:
 
 
 def test_extraction_policy() -> None:
-    assert extract_answer("so \\boxed{3} then \\boxed{4}.") == extract_answer("\\boxed{4}")
+    # two different boxes: the words between them decide, and without any there is no answer
+    assert extract_answer("so \\boxed{3}. Wait, \\boxed{4}.") == extract_answer("\\boxed{4}")
+    assert extract_answer("so \\boxed{3} then \\boxed{4}.").anchor == "ambiguous"
     assert extract_answer("The answer is 5 because 2+3=5").answer == "5"
     assert extract_answer("Final answer: **12 apples**").answer == "12"
     assert extract_answer("<think>\\boxed{1}</think>no box here").anchor == "none"

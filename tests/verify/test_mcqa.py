@@ -51,7 +51,10 @@ def test_the_adversarial_corpus_covers_every_class() -> None:
     assert len(ADVERSARIAL) >= 250
     notes = {row["note"] for row in ADVERSARIAL}
     for needed in ("neither nor", "none of a range", "two boxes adjacent", "markdown table",
-                   "json object", "final line in math", "not X; Y is correct"):  # fmt: skip
+                   "json object", "final line in math", "not X; Y is correct", "answer tags",
+                   "letter with its value", "bold letter opening", "committing closing",
+                   "per-option verdicts", "echo of the options", "revised boxes",
+                   "boxes with no commitment", "other languages", "option text alone"):  # fmt: skip
         assert needed in notes, needed
     assert sum(row["expected"] is None for row in ADVERSARIAL) >= 60
 
@@ -62,8 +65,11 @@ def test_the_adversarial_corpus_covers_every_class() -> None:
 @pytest.mark.parametrize("strict", [False, True], ids=["lenient", "strict"])
 def test_adversarial_corpus(row: dict, strict: bool) -> None:
     expected = row["expected_strict"] if strict else row["expected"]
-    got = extract_choice(row["text"], letters=row["letters"], strict=strict)
-    assert got == expected, extract_choice_details(row["text"], letters=row["letters"])
+    options = row.get("options")
+    got = extract_choice(row["text"], letters=row["letters"], strict=strict, options=options)
+    assert got == expected, extract_choice_details(
+        row["text"], letters=row["letters"], strict=strict, options=options
+    )
 
 
 # Properties of each class: any letters, any reasoning before them.
@@ -133,11 +139,31 @@ def test_a_clause_after_a_negation_still_answers(letters: str, before: str, data
 @given(_LETTERS, _REASONING, st.data())
 def test_boxes_naming_different_letters_are_ambiguous(letters: str, before: str, data) -> None:
     a, b = data.draw(st.permutations(letters))[:2]
-    gap = data.draw(st.sampled_from(["", " or ", ". Actually, ", "\n\n", " and then "]))
-    text = f"{before}\\boxed{{{a}}}{gap}\\boxed{{{b}}}"
+    gap = data.draw(st.sampled_from(["", " or ", " or maybe ", "\n\n", " and then ", ", "]))
+    text = f"{before}\n\n\\boxed{{{a}}}{gap}\\boxed{{{b}}}"
     found = extract_choice_details(text, letters=letters)
     assert found.letter is None and "ambiguous" in (found.reason or "")
-    assert extract_choice(f"{before}\\boxed{{{a}}}{gap}\\boxed{{{a}}}", letters=letters) == a
+    assert extract_choice(f"{before}\n\n\\boxed{{{a}}}{gap}\\boxed{{{a}}}", letters=letters) == a
+
+
+@_prop
+@given(_LETTERS, _REASONING, st.data())
+def test_a_revision_commits_to_the_later_box(letters: str, before: str, data) -> None:
+    a, b = data.draw(st.permutations(letters))[:2]
+    form = data.draw(
+        st.sampled_from(
+            [
+                "At first I thought \\boxed{{{a}}}, but rechecking, the answer is \\boxed{{{b}}}.",
+                "\\boxed{{{a}}}. Actually, \\boxed{{{b}}}.",
+                "\\boxed{{{a}}}\n\nWait, I misread the question. \\boxed{{{b}}}",
+                "Initially \\boxed{{{a}}}; correcting the sign gives \\boxed{{{b}}}.",
+                "<answer>{a}</answer>\nHold on, that was wrong.\n<answer>{b}</answer>",
+            ]
+        )
+    )
+    text = f"{before}\n\n" + form.format(a=a, b=b)
+    assert extract_choice(text, letters=letters) == b
+    assert extract_choice(text, letters=letters, strict=True) == b
 
 
 @_prop

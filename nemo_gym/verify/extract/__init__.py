@@ -11,6 +11,8 @@ option letter) reaches all of them at once.
   fallback past empty or punctuation-only candidates) -> `Extraction`.
 - Numbers: `parse_number`, `extract_number` -> `ParsedNumber`; `last_number`;
   `final_integer` -> `IntegerAnswer`; the percent policy `PercentPolicy`.
+- Numbers in words: `spelled_number` ("one hundred and twenty" -> "120", "a third").
+- Languages of the answer statements both readers know: `LANGUAGES`.
 - Multiple choice: `extract_choice`, `extract_choice_details` -> `ChoiceExtraction`.
 
 Pure Python and `re`: importing this costs nothing, and every scan is linear in the
@@ -24,6 +26,7 @@ from nemo_gym.verify.extract._choice import (
     extract_choice,
     extract_choice_details,
 )
+from nemo_gym.verify.extract._lang import LANGUAGES
 from nemo_gym.verify.extract._math import (
     NO_ANCHOR_POLICIES,
     Anchor,
@@ -56,8 +59,10 @@ from nemo_gym.verify.extract._spans import (
     strip_thinking,
     tail_matches,
 )
+from nemo_gym.verify.extract._words import spelled_number
 
 __all__ = [
+    "LANGUAGES",
     "MATH_SPAN",
     "MAX_BOXED",
     "NO_ANCHOR_POLICIES",
@@ -85,6 +90,7 @@ __all__ = [
     "normalize_text",
     "parse_number",
     "span_content",
+    "spelled_number",
     "strip_thinking",
     "tail_matches",
 ]

@@ -4,15 +4,20 @@
 
 1. explicit statements, the last one in the text winning (a final answer after a
    draft): ``\\boxed{D}``, ``Answer: D``, ``**Answer:** (D)``, ``the correct option is
-   D``, ``Option D is correct``, ``(D) is the right answer``, ``答案是 D``;
-2. lenient mode only: a lone letter that is the whole reply, its last line (``(D) 42``)
-   or its first line, or a closing ``... so it's D.``;
+   D``, ``Option D is correct``, ``(D) is the right answer``, the same in 24 other
+   languages (``答案是 D``, ``La bonne réponse est D``; `_lang.PHRASES`), answer tags
+   (``<choice>D</choice>``, ``<answer>D</answer>``);
+2. lenient mode only: a committing closing (``... so it's D.``, ``Hence (D).``), the
+   option marked correct in a per-option verdict list, a bold letter opening the reply,
+   a lone letter that is the whole reply, its last line (``(D) 42``) or its first line;
 3. with `options`, the option text where no letter is found (``The answer is Paris``).
 
-An ambiguous final statement (``A or B``, ``A/B``, ``A and C``) or one naming a letter
-outside `letters` gives None: no guess. Mentions of options that are not answer
-statements (``Option A is wrong because ...``) are never picked. All patterns have
-bounded repetition, so the cost is linear in the length of the text.
+An ambiguous final statement (``A or B``, ``A/B``, ``A and C``), an echo of the options
+(all of them restated), boxes or tags naming different letters without words of
+commitment (`_commit.committed`), or a letter outside `letters` gives None: no guess.
+Mentions of options that are not answer statements (``Option A is wrong because ...``)
+are never picked. All patterns have bounded repetition, so the cost is linear in the
+length of the text.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nemo_gym.errors import ConfigError
+from nemo_gym.verify.extract._commit import committed
+from nemo_gym.verify.extract._lang import PHRASES
 
 Method = Literal["boxed", "statement", "lenient", "option_text"]
 
@@ -57,7 +64,23 @@ _ANCHORS: dict[str, re.Pattern[str]] = {
     "go with": re.compile(r"go with\s"),
     "correspond": re.compile(r"correspond(?:s|ing)?\s{1,3}to\s{1,3}(?=option|choice)"),
     "match": re.compile(r"match(?:es|ing)?\s{1,3}(?=option|choice)"),
+    # `<answer>C</answer>`, `<choice>C</choice>` (NeMo Gym's XML-choice prompts)
+    "<answer": re.compile(r"<answer\s{0,3}>\s{0,3}"),
+    "<choice": re.compile(r"<choice\s{0,3}>\s{0,3}"),
+    "<final_answer": re.compile(r"<final_answer\s{0,3}>\s{0,3}"),
+    "<response": re.compile(r"<response\s{0,3}>\s{0,3}"),
 }
+# The answer statements of the other languages; a stem shared with an English anchor
+# ("option") keeps both readings, English first. They are read in NFKC like the reply
+# (which turns the Thai "ำ" into two characters).
+_MORE_ANCHORS: dict[str, list[re.Pattern[str]]] = {}
+for _phrase in PHRASES:
+    _MORE_ANCHORS.setdefault(unicodedata.normalize("NFKC", _phrase.stem).lower(), []).append(
+        re.compile(unicodedata.normalize("NFKC", _phrase.pattern.pattern), re.I)
+    )
+for _stem in _MORE_ANCHORS:
+    _ANCHORS.setdefault(_stem, _MORE_ANCHORS[_stem].pop(0))
+_TAGS = frozenset(("<answer", "<choice", "<final_answer", "<response"))
 # "I choose B", "I'd go with B": a verb anchor counts only after a first person
 _FIRST_PERSON = re.compile(
     r"(?<![a-z])(?:i|we)(?:'ll|’ll|'d|’d|\s{1,3}will|\s{1,3}would)?\s{1,3}\Z"
@@ -90,11 +113,14 @@ _LEAD = re.compile(
     | \\(?:text|textbf|textit|textrm|mathrm|mathbf|mathit|boxed|fbox|bf|it)\s{0,2}\{?
     | (?:therefore|thus|hence|clearly|definitely|certainly|probably|likely|most|indeed|obviously
         |simply|then|so|option|choice|letter|answer|final|correct|the|is|be|would|should|just
-        |choose|choosing|pick|select|go|with|to)(?![A-Za-z])
+        |choose|choosing|pick|select|go|with|to
+        |la|el|le|les|die|der|das|het|il|lo|de|opci[oó]n|opção|opcao|alternativa|letra|lettre
+        |buchstabe|opzione|variante|вариант|варіант|это|це|şık|seçenek|pilihan|opsi)(?![A-Za-z])
     """,
     re.IGNORECASE | re.VERBOSE,
 )
-_CLOSERS = ")]}*_$`'\"】」>"
+_TURKISH_COPULA = re.compile(r"['’][dt][ıiuü]r(?!\w)")
+_CLOSERS = ")]}*_$`'\"】」><"
 _OPENERS = frozenset("([{*$【「\\")
 _TERMINATORS = frozenset(".,;:!?\n\r)。，；！？")
 # Words that may follow a bare letter answer; "A good way", "I think" are prose instead.
@@ -106,7 +132,7 @@ _AMBIGUOUS = re.compile(
     r"\s{0,3}(?:,|/|\||&|\+|、|或|和|及|(?i:and/or|or|and)(?![A-Za-z]))\s{0,3}"
     r"(?i:(?:option|choice)\s{1,3})?[(\[*$\"']{0,3}\s{0,2}(?P<letter>[A-Za-z])(?![A-Za-z0-9'’])"
 )
-_LABEL = re.compile(r"[(\[]([A-Z])[)\]]")
+_LABEL = re.compile(r"[(\[]([A-Z])[)\]]|(?<![^\s*])([A-Z])[).:](?=\s)")
 # A letter that is an end of a range ("(A)-(D)", "A–J", "A through D") names no answer.
 _RANGE_LINK = r"\s{0,2}(?:[-–—~]|\.\.\.?|…|to|through|thru)\s{0,2}"
 _RANGE_AFTER = re.compile(r"[)\]]?" + _RANGE_LINK + r"[(\[]?[A-Za-z](?![A-Za-z])")
@@ -136,7 +162,8 @@ _WORD = re.compile(r"[ \t]{1,3}([A-Za-z]+)")
 
 _LONE = re.compile(r"[(\[【]?\s{0,2}([A-Za-z])\s{0,2}(?:[)\]】.:]{1,2}(?:\s.*)?)?", re.DOTALL)
 _TRAILING = re.compile(
-    r"(?:(?<![A-Za-z])(?i:is|be|it's|its|choose|pick|select|go\s{1,3}with|option|choice)|:)"
+    r"(?:(?<![A-Za-z])(?i:is|be|it's|its|choose|pick|select|go\s{1,3}with|option|choice"
+    r"|hence|thus|therefore|so|only|leaves|leaving|left\s{1,3}with|actually|elimination)|:)"
     r"[\s*_$(\[:]{1,8}([A-Za-z])[)\]*_$]{0,6}[.!]?\s{0,8}\Z"
 )
 
@@ -161,7 +188,7 @@ class ChoiceExtraction:
 
 @dataclass(frozen=True, slots=True)
 class _Found:
-    kind: Literal["letter", "ambiguous", "invalid"]
+    kind: Literal["letter", "ambiguous", "invalid", "echo"]
     letter: str = ""
 
 
@@ -188,8 +215,8 @@ def _read_letter(tail: str, letters: frozenset[str]) -> _Found | None:
     nxt = rest[:1]
     if nxt and nxt.isascii() and nxt.isalnum():
         return None  # a word, not a letter
-    if nxt in ("'", "’", "-") and rest[1:2].isalpha():
-        return None  # "I'm", "A-level"
+    if nxt in ("'", "’", "-") and rest[1:2].isalpha() and not _TURKISH_COPULA.match(rest):
+        return None  # "I'm", "A-level" (but "D'dir": "is D")
     if _RANGE_AFTER.match(rest):
         return None  # "A–D", "(A)-(D)": a range of options, not one
     # "(I)", "**A**": a closing wrapper right after the letter makes it a label, not prose
@@ -201,7 +228,7 @@ def _read_letter(tail: str, letters: frozenset[str]) -> _Found | None:
         if other.upper() in letters and (other.isupper() or char.islower()):
             return _Found("ambiguous")
     # "(A) 5 (B) 6 (C) 7": an echo of the options in order, not an answer
-    labels = _LABEL.findall(after.split("\n", 1)[0][:200])
+    labels = [a or b for a, b in _LABEL.findall(after.split("\n", 1)[0][:200])]
     following = [chr(ord(char.upper()) + 1), chr(ord(char.upper()) + 2)]
     if labels[:2] == following:
         return None
@@ -284,6 +311,8 @@ def _result(found: _Found, method: Method) -> ChoiceExtraction:
         return ChoiceExtraction(found.letter, method)
     if found.kind == "ambiguous":
         return ChoiceExtraction(None, method, "ambiguous: more than one option stated")
+    if found.kind == "echo":
+        return ChoiceExtraction(None, method, "echo: the reply lists the options, choosing none")
     return ChoiceExtraction(None, method, f"stated letter {found.letter!r} is not an option")
 
 
@@ -310,7 +339,9 @@ def extract_choice_details(
         raise ConfigError(f"{len(options)} options but only {len(letters)} letters ({letters})")
     text = normalize_choice_text(text)
     # ASCII-only lowering keeps offsets aligned ("İ".lower() is two characters)
-    low = text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+    low = text.lower()
+    if len(low) != len(text):  # "İ".lower() is two characters: keep offsets aligned
+        low = text.translate(_ASCII_LOWER)
     keys = [option_key(o) for o in options] if options else None
 
     # Explicit statements and \boxed{}: the last one that names something decides.
@@ -357,14 +388,18 @@ def _statement(
         m = _BOX.match(text, at)
         if m is None:
             return None
-        content = _clean_boxed(_boxed_content(text, m.end()))
-        found = _read_letter(content, allowed)
-        if found is not None:
-            if found.kind == "letter" and _other_boxed_letter(text, at, found.letter, allowed):
-                return _result(_Found("ambiguous"), "boxed")  # `\boxed{B}\boxed{C}`
-            return _result(found, "boxed")
-        found = _match_option(content, keys, letters) if keys else None
-        return _result(found, "option_text") if found is not None else None
+        raw = _boxed_content(text, m.end())
+        found = _read_letter(_clean_boxed(raw), allowed)
+        if found is None and keys:
+            found = _match_option(_clean_boxed(raw), keys, letters)
+            method: Method = "option_text"
+        else:
+            method = "boxed"
+        if found is None:
+            return None
+        return _result(_commitment(text, low, at, m.end() + len(raw), found, allowed), method)
+    if kind in _TAGS:
+        return _tag(text, low, at, allowed, letters, keys)
     if at > 0 and "a" <= low[at - 1] <= "z":
         return None  # inside a word: "reanswer", "adoption"
     column = _table_column(text, at) if tables and kind in _NOUNS else None
@@ -372,6 +407,10 @@ def _statement(
         found = _read_letter(column, allowed)
         return _result(found, "statement") if found is not None else None
     m = _ANCHORS[kind].match(low, at)
+    for extra in _MORE_ANCHORS.get(kind, ()) if m is None else ():
+        m = extra.match(low, at)
+        if m is not None:
+            break
     if m is None or (kind in _VERBS and not _FIRST_PERSON.search(low, max(0, at - 12), at)):
         return None
     tail = text[m.end() : m.end() + _TAIL]
@@ -394,23 +433,91 @@ _ANSWER_HEADER = re.compile(
 )
 
 
-def _other_boxed_letter(text: str, at: int, letter: str, allowed: frozenset[str]) -> bool:
-    """Whether another `\\boxed{}` in the reply names a different option than `letter`."""
-    end = len(text)
+def _rival(
+    text: str, low: str, at: int, letter: str, allowed: frozenset[str]
+) -> tuple[int, int, str] | None:
+    """The nearest earlier `\\boxed{}` or answer tag naming another option than `letter`:
+    its span and letter."""
+    end = at
     for _ in range(_MAX_BOXES):
-        other = max(text.rfind("\\boxed", 0, end), text.rfind("\\fbox", 0, end))
+        other = max(
+            text.rfind("\\boxed", 0, end),
+            text.rfind("\\fbox", 0, end),
+            *(low.rfind(tag, max(0, end - 4000), end) for tag in ("<answer", "<choice")),
+        )
         if other < 0:
-            return False
+            return None
         end = other
-        if other == at:
-            continue
         m = _BOX.match(text, other)
-        if m is None:
-            continue
-        found = _read_letter(_clean_boxed(_boxed_content(text, m.end())), allowed)
+        if m is not None:
+            raw = _boxed_content(text, m.end())
+            found = _read_letter(_clean_boxed(raw), allowed)
+            stop = m.end() + len(raw)
+        else:
+            tag = _TAG.match(text, other)
+            if tag is None or _in_choices_block(low, other):
+                continue
+            found = _read_letter(_clean_boxed(tag.group(2)), allowed)
+            stop = tag.end()
         if found is not None and found.kind == "letter" and found.letter != letter:
-            return True
-    return False
+            return other, stop, found.letter
+    return None
+
+
+def _commitment(
+    text: str, low: str, at: int, end: int, found: _Found, allowed: frozenset[str]
+) -> _Found:
+    """`found` (read at `at`) unless an earlier box or tag names another option and the
+    words between them commit to neither: `\\boxed{B}\\boxed{C}` and `\\boxed{B} or maybe
+    \\boxed{C}` are ambiguous; "At first I thought \\boxed{B}, but ... the answer is
+    \\boxed{C}" is C; a hypothetical last box ("if it were reversible, \\boxed{B}")
+    leaves the earlier one."""
+    if found.kind != "letter":
+        return found
+    rival = _rival(text, low, at, found.letter, allowed)
+    if rival is None:
+        return found
+    choice = committed(text, (rival[0], rival[1]), (at, end))
+    if choice == "last":
+        return found
+    if choice == "earlier":
+        return _Found("letter", rival[2])
+    return _Found("ambiguous")
+
+
+# `<answer>C</answer>`, `<choice>(C)</choice>`: NeMo Gym's XML answer tags. A `<choice>`
+# inside a `<choices>` block lists an option, it does not answer.
+_TAG = re.compile(
+    r"<\s{0,2}(answer|choice|response|final_answer|final-answer)\b[^>]{0,100}>\s{0,20}"
+    r"(.{0,400}?)\s{0,20}<\s{0,2}/\s{0,2}\1\s{0,2}>",
+    re.I | re.S,
+)
+
+
+def _in_choices_block(low: str, at: int) -> bool:
+    opened = low.rfind("<choices", 0, at)
+    return opened >= 0 and low.rfind("</choices", opened, at) < 0
+
+
+def _tag(
+    text: str,
+    low: str,
+    at: int,
+    allowed: frozenset[str],
+    letters: str,
+    keys: list[str] | None,
+) -> ChoiceExtraction | None:
+    m = _TAG.match(text, at)
+    if m is None or _in_choices_block(low, at):
+        return None
+    content = _clean_boxed(m.group(2))
+    found = _read_letter(content, allowed)
+    method: Method = "statement"
+    if found is None and keys:
+        found, method = _match_option(content, keys, letters), "option_text"
+    if found is None:
+        return None
+    return _result(_commitment(text, low, at, m.end(), found, allowed), method)
 
 
 def _table_column(text: str, at: int) -> str | None:
@@ -448,29 +555,32 @@ def _table_column(text: str, at: int) -> str | None:
     return cells[column].strip() if 0 <= column < len(cells) else None
 
 
+# (needle, kind, search the original text rather than the lowered one); the needles of
+# other scripts are searched only in a reply that is not ASCII.
+_NEEDLES: list[tuple[str, str, bool, int]] = [
+    *((word, word, False, len(word) - 1) for word in _ANCHORS if word.isascii()),
+    *((word, "verdict", False, len(word) - 1) for word in _VERDICT_WORDS),
+    *((word, "boxed", True, len(word) - 1) for word in _BOX_ANCHORS),
+]
+_SCRIPT_NEEDLES: list[tuple[str, str, bool, int]] = [
+    (word, word, False, len(word) - 1) for word in _ANCHORS if not word.isascii()
+]
+
+
 def _candidates(text: str, low: str, start: int, end: int) -> list[tuple[int, str]]:
     """Where statements may start within [start, end), last first (at most 64)."""
     found: list[tuple[int, str]] = []
-    for word in _ANCHORS:
-        _last_occurrences(low, word, word, start, end, found)
-    for word in _VERDICT_WORDS:
-        _last_occurrences(low, word, "verdict", start, end, found)
-    for word in _BOX_ANCHORS:
-        _last_occurrences(text, word, "boxed", start, end, found)
+    needles = _NEEDLES if text.isascii() else _NEEDLES + _SCRIPT_NEEDLES
+    for needle, kind, original, extra in needles:
+        haystack = text if original else low
+        at = haystack.rfind(needle, start, end + extra)  # an anchor starting before `end`
+        count = 0
+        while at >= 0 and count < _MAX_STATEMENTS:  # only the last ones matter
+            found.append((at, kind))
+            count += 1
+            at = haystack.rfind(needle, start, at)
     found.sort(reverse=True)
     return found[:_MAX_STATEMENTS]
-
-
-def _last_occurrences(
-    haystack: str, needle: str, kind: str, start: int, end: int, out: list[tuple[int, str]]
-) -> None:
-    end = min(len(haystack), end + len(needle) - 1)  # an anchor starting before `end`
-    for _ in range(_MAX_STATEMENTS):
-        at = haystack.rfind(needle, start, end)
-        if at < 0:
-            return
-        out.append((at, kind))
-        end = at
 
 
 def _verdict(text: str, low: str, at: int, allowed: frozenset[str]) -> _Found | None:
@@ -526,8 +636,74 @@ def _unwrap_math(line: str) -> str:
     return _MATH_WRAP.sub("", line)
 
 
+# One line of an option list: "(B) 6", "- **C:** correct", "D. 8 ✗", a bare "A".
+_OPTION_LINE = re.compile(
+    r"[ \t\-*•>]{0,6}(?:\*\*|__)?(?i:(?:option|choice)[ \t]{1,3})?[(\[]?([A-Z])[)\]]?"
+    r"(?:\*\*|__)?[ \t]{0,3}(?:[:.)\-–—][ \t]*(?:\*\*|__)?|[ \t]+|(?=$))(.*)"
+)
+_NEGATIVE = re.compile(
+    r"(?i)(?<![a-z])(?:incorrect|wrong|false|not\s+(?:correct|right|true)|invalid|eliminated?"
+    r"|ruled\s+out|no)(?![a-z])|[✗✘❌×]"
+)
+_POSITIVE = re.compile(r"(?i)(?<![a-z])(?:correct|right|true|valid|yes)(?![a-z])|[✓✔✅]")
+
+
+# A reply that opens with its letter in bold: "**D.** 12", "**(B)**" on a line of its own.
+_BOLD_OPENING = re.compile(
+    r"(?:\*\*|__)[ \t]{0,2}(?:[(\[]([A-Z])[)\]]|([A-Z])[.:)])[ \t]{0,2}(?:\*\*|__)"
+    r"|(?:\*\*|__)[ \t]{0,2}([A-Z])[ \t]{0,2}(?:\*\*|__)[ \t]*(?=\n|$)"
+)
+
+
+def _option_lines(text: str, allowed: frozenset[str]) -> list[tuple[int, str, str]]:
+    """The option-list lines of the reply's tail: (line number, letter, what follows)."""
+    found = []
+    for number, line in enumerate(text[-2000:].splitlines()):
+        m = _OPTION_LINE.fullmatch(line.rstrip())
+        if m is not None and m.group(1) in allowed:
+            found.append((number, m.group(1), m.group(2)))
+    return found
+
+
+def _option_list(text: str, allowed: frozenset[str]) -> _Found | None:
+    """What a list of the options says: the one marked correct in a per-option verdict
+    list ("A: incorrect / B: incorrect / C: correct"), or an echo (the options restated
+    with no choice), which is never an answer."""
+    listed = _option_lines(text, allowed)
+    if len({letter for _, letter, _ in listed}) < min(3, len(allowed)):
+        return None
+    verdicts: dict[str, bool] = {}
+    for _, letter, rest in listed:
+        head = rest[:80]
+        negative, positive = _NEGATIVE.search(head), _POSITIVE.search(head)
+        if negative is not None and (positive is None or negative.start() <= positive.start()):
+            verdicts[letter] = False
+        elif positive is not None:
+            verdicts[letter] = True
+    if len(verdicts) >= 2:
+        chosen = [letter for letter, good in verdicts.items() if good]
+        if len(chosen) == 1:
+            return _Found("letter", chosen[0])
+        return _Found("ambiguous") if chosen else _Found("echo")
+    lines = [line for line in text[-2000:].splitlines()]
+    last = max((n for n, line in enumerate(lines) if line.strip()), default=-1)
+    tail = [item for item in listed if item[0] == last]
+    if not tail:
+        return None
+    _, letter, rest = tail[0]
+    previous = [item for item in listed if item[0] == last - 1]
+    # The last line continues the list (the option before it on the line before it), or
+    # restates an option with its text after other options did the same.
+    if previous and ord(previous[0][1]) == ord(letter) - 1:
+        return _Found("echo")
+    if rest.strip() and sum(1 for _, _, r in listed if r.strip()) >= 3:
+        return _Found("echo")
+    return None
+
+
 def _lenient(text: str, allowed: frozenset[str]) -> _Found | None:
-    """A lone letter: the whole reply, a closing "... it's D.", the last or first line."""
+    """A lone letter: the whole reply, a closing "... it's D.", the last or first line;
+    or the option a verdict list marks correct. An echo of the options is no answer."""
     stripped = text.strip()
     if not stripped:
         return None
@@ -537,6 +713,14 @@ def _lenient(text: str, allowed: frozenset[str]) -> _Found | None:
         found = _read_letter(tail[m.start(1) - 1 :], allowed)
         if found is not None:
             return found
+    listed = _option_list(stripped, allowed)
+    if listed is not None:
+        return listed
+    bold = _BOLD_OPENING.match(stripped)
+    if bold is not None:
+        letter = bold.group(1) or bold.group(2) or bold.group(3)
+        if letter in allowed:
+            return _Found("letter", letter)
     lines = [line for line in stripped[-2000:].splitlines() if line.strip()]
     head = [line for line in stripped[:2000].splitlines() if line.strip()]
     for line, whole in ((lines[-1], False), (head[0], True)):

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from nemo_gym.verify.extract._commit import committed, is_hypothetical
+from nemo_gym.verify.extract._lang import decimal_commas, last_phrases
 from nemo_gym.verify.extract._spans import (
     MATH_SPAN,
     MAX_BOXED,
@@ -15,21 +17,59 @@ from nemo_gym.verify.extract._spans import (
     strip_thinking,
     tail_matches,
 )
+from nemo_gym.verify.extract._words import last_spelled_number
 
 NoAnchorPolicy = Literal["last_number", "math_verify", "reject"]
-Anchor = Literal["boxed", "answer", "last_number", "none"]
+Anchor = Literal["boxed", "answer", "last_number", "none", "ambiguous"]
 NO_ANCHOR_POLICIES: tuple[NoAnchorPolicy, ...] = ("last_number", "math_verify", "reject")
 
 _ANSWER = re.compile(
     r"(?i)(?<![a-z])(?:final\s+answer|answer)"
     r"(?:\s+(?:is|was|would\s+be|should\s+be|will\s+be|equals)(?:\s+(?:therefore|thus|then))?"
-    r"|\s*[:=])\s*(?:\*\*|__)?\s*(?::\s*)?"
+    r"|(?:\*\*|__)?\s*[:=|]|(?P<heading>[ \t]*(?:\*\*|__)?[ \t:]*(?:\*\*|__)?[ \t]*\n))"
+    r"\s*(?:\*\*|__)?\s*(?::\s*)?"
 )
+# A heading anchor (`### Final Answer`, `**Answer**` on a line of its own, the answer on
+# the next) counts only when nothing but Markdown precedes it on its line: "we need
+# the answer\n" is prose. Checked per match, so the regex keeps its literal prefix.
+_HEADING_LEAD = re.compile(r"(?i)[ \t]*(?:\#{1,6}[ \t]*)?(?:\*\*|__)?[ \t]*(?:the[ \t]+)?")
+# "I cannot solve this", "cannot be determined": a refusal, even one that repeats a
+# number of the question, states no answer.
+_REFUSAL = re.compile(
+    r"(?i)(?<![a-z])(?:i\s+(?:cannot|can\s*not|can't|can’t|am\s+unable\s+to|am\s+not\s+able\s+to"
+    r"|do\s+not\s+know|don't\s+know)|i'm\s+unable\s+to|i'm\s+sorry|i\s+apologi[sz]e"
+    r"|(?:cannot|can't|can\s+not)\s+be\s+(?:determined|solved|answered|computed|found)"
+    r"|(?:unable|impossible)\s+to\s+(?:determine|solve|answer|compute|tell)"
+    r"|(?:not\s+enough|insufficient)\s+(?:information|data)"
+    r"|no\s+way\s+to\s+(?:determine|know|tell)|(?:is|are)\s+(?:undetermined|indeterminate))"
+    r"(?![a-z])"
+)
+# A correction after the last box that restates the answer: "hold on, it is -3".
+_RESTATE = re.compile(
+    r"(?i)(?<![a-z])(?:answer\s+(?:is|should\s+be)|it\s+is|it's|it’s|should\s+be|must\s+be"
+    r"|is\s+actually|is\s+really|(?:correct|right|true)\s+(?:answer|value|result|count)\s+is)"
+    r"(?![a-z])[ \t:]*"
+)
+# What follows a closing statement without restating it: a check, a unit conversion, a
+# note, a remark in parentheses.
+_REMARK = re.compile(
+    r"(?i)[(\[]|[ \t*_]*(?:check(?:ing)?|verif(?:y|ying|ication)|sanity[ \t]+check"
+    r"|double[- ]check(?:ing)?|to[ \t]+confirm|confirm(?:ing|ation)?|proof|note|remark"
+    r"|that[ \t]+is|i\.e\.|equivalently|in[ \t]+(?:cents|minutes|seconds|hours|meters"
+    r"|centimeters|grams|kilograms|percent)|indeed|as[ \t]+a[ \t]+check)(?![a-z])"
+)
+_REVISION_START = re.compile(
+    r"(?i)(?<![a-z])(?:wait|hold\s+on|hang\s+on|actually|oops|whoops|on\s+second\s+thought"
+    r"|correction|i\s+made\s+(?:a|an)\s+(?:mistake|error)|i\s+dropped|i\s+forgot|scratch\s+that"
+    r"|let\s+me\s+(?:fix|correct))(?![a-z])"
+)
+_SENTENCES = re.compile(r"(?:[^\n.!?]|[.!?](?![)\]\"'”]*(?:\s|$)))+[.!?]*[)\]\"'”]*")
 # A number not glued to a word or a dot ("x2", ".5" are not numbers here). It opens with
 # a character class, not a lookbehind, so that re can skip ahead fast (4x on 1 MB).
 _NUMBER = re.compile(
     r"[-\d](?<![\w.][-\d])(?:(?<=-)\d+|(?<=\d)\d*)"
-    r"(?:,\d{3})*(?:\.\d+)?(?:\s*/\s*\d+)?(?:\s*\\?%)?"
+    r"(?:,\d{3}|(?<![\d,.]\d{4})(?<=\d)[ \u00a0\u202f\u2009]\d{3}(?![\w-]))*"
+    r"(?:\.\d+)?(?:\s*/\s*\d+)?(?:\s*\\?%)?"
 )
 _MULTIPLIER_WORD = re.compile(r"\s*(thousand|million|billion|trillion)(?![A-Za-z])", re.I)
 # What may separate boxes that together state one answer: `x = \boxed{2}` or
@@ -56,12 +96,15 @@ class Extraction:
     """The answer found in a reply (`None` when there is none) and how it was found.
 
     `skipped` lists candidates passed over because they held no answer (an empty or
-    punctuation-only box or span, such as the lone backslash of a cut price).
+    punctuation-only box or span, such as the lone backslash of a cut price). With anchor
+    "ambiguous" the answer is None and `alternatives` holds the answers the reply stated
+    without committing to one (a verifier may accept them only when all are right).
     """
 
     answer: str | None
     anchor: Anchor
     skipped: tuple[str, ...] = ()
+    alternatives: tuple[str, ...] = ()
 
 
 _EMPTY_SET = re.compile(r"\s*\\\{\s*\\\}\s*")
@@ -85,6 +128,7 @@ def _answer_span(tail: str) -> str | None:
     tail = tail.lstrip()
     if tail.startswith("}"):  # the anchor sat inside `\text{The answer is }`
         tail = tail[1:].lstrip()
+    tail = tail.lstrip(":：").lstrip()
     span = MATH_SPAN.match(tail)
     if span:
         content = span_content(span)
@@ -106,16 +150,26 @@ def _answer_span(tail: str) -> str | None:
             end = following.end()
         return ", ".join(dict.fromkeys(c for c in contents if c)) or None
     line = tail.split("\n", 1)[0]
-    line = re.split(r"\*\*|__|(?<=[^\d\s])\.|\.(?=\s|$)|;|\s+(?:because|since|as|which)\s", line)[0]
+    line = _TURKISH_COPULA.sub("", line)  # "42'dir": "is 42"
+    line = re.split(
+        r"\*\*|__|\||(?<=[^\d\s])\.|\.(?=\s|$)|[;。।]|\s+(?:because|since|as|which)\s"
+        r"|\s+\((?=[^)]*\d)|(?<=\d)\s+(?=[^\W\d_]+\s*[:：])",
+        line,
+    )[0]
     line = line.strip().rstrip(".,:;").strip()
     if not line:
         return None
     number = _NUMBER.match(line)
     # "12 apples" -> "12": a number followed by words only ("2.5 million" stays).
     rest = line[number.end() :] if number else ""
-    if number and re.fullmatch(r"[\sA-Za-z]*", rest) and not _MULTIPLIER_WORD.match(rest):
+    # Letters of any script are words: "42 है", "42'dir", "42 yuan".
+    if number and _WORDS.fullmatch(rest) and not _MULTIPLIER_WORD.match(rest):
         return line[: number.end()].strip()
     return line[:MAX_BOXED]
+
+
+_TURKISH_COPULA = re.compile(r"(?<=\d)['’][dt][ıiuü]r(?!\w)")
+_WORDS = re.compile(r"(?:[\s'’\u0300-\u036f\u0900-\u0dff\u0e00-\u0e7f]|[^\W\d_])*")
 
 
 def _last_number(text: str) -> str | None:
@@ -159,9 +213,10 @@ def _last_number(text: str) -> str | None:
     return best[1] if best else None
 
 
-def _joined(text: str, boxes: list[Boxed], last: int) -> str:
+def _joined(text: str, boxes: list[Boxed], last: int) -> tuple[str, int]:
     """The answer of the box at `last` with the boxes just before it that share its
-    sentence (``x = \\boxed{2} or x = \\boxed{3}`` is ``2, 3``)."""
+    sentence (``x = \\boxed{2} or x = \\boxed{3}`` is ``2, 3``), and the index of the
+    first box of that run."""
     contents = [boxes[last].content]
     index = last
     while index > 0:
@@ -172,22 +227,106 @@ def _joined(text: str, boxes: list[Boxed], last: int) -> str:
         contents.append(before.content)
         index -= 1
     distinct = list(dict.fromkeys(reversed(contents)))
-    return ", ".join(distinct)
+    return ", ".join(distinct), index
+
+
+def _same(a: str, b: str) -> bool:
+    return "".join(a.split()) == "".join(b.split())
+
+
+def _boxed(text: str, boxes: list[Boxed], skipped: list[str]) -> Extraction | None:
+    """The boxed answer the reply commits to.
+
+    The last box (with the boxes of its sentence) is the answer unless an earlier box
+    states a different one: then the words around them decide (`committed`): a
+    correction or a committing lead-in picks the last, a hypothetical last box ("had
+    the endpoints counted it would be \\boxed{14}") the earlier one, and a hedge or no
+    words at all leave the reply ambiguous.
+    """
+    for index in range(len(boxes) - 1, max(-1, len(boxes) - 4), -1):
+        answer, first = _joined(text, boxes, index) if boxes[index].content else ("", index)
+        if is_blank(answer):
+            if answer:
+                skipped.append(answer)
+            continue
+        span = (boxes[first].start, boxes[index].end)
+        for earlier in range(first - 1, -1, -1):
+            other, other_first = _joined(text, boxes, earlier)
+            if is_blank(other) or _same(other, answer):
+                continue
+            choice = committed(text, (boxes[other_first].start, boxes[earlier].end), span)
+            if choice == "earlier":
+                return Extraction(other, "boxed", tuple(skipped))
+            if choice == "ambiguous":
+                return Extraction(None, "ambiguous", tuple(skipped), (other, answer))
+            break
+        return Extraction(answer, "boxed", tuple(skipped))
+    return None
+
+
+def _correction(text: str, end: int) -> str | None:
+    """An unboxed correction after the last box: "\\boxed{5}. Hold on, I dropped a
+    sign; it is -3." gives -3 (a hypothetical "if ..., it would be 7" does not)."""
+    after = text[end : end + 600]
+    revision = _REVISION_START.search(after)
+    if revision is None:
+        return None
+    restated = None
+    for restated in _RESTATE.finditer(after, revision.start()):  # noqa: B007 (the last)
+        pass
+    if restated is None or is_hypothetical(after, restated.start()):
+        return None
+    found = _answer_span(after[restated.end() :])
+    if found is None or is_blank(found) or not any(c.isdigit() for c in found):
+        return None
+    return found
+
+
+def _refused(tail: str) -> bool:
+    return bool(_REFUSAL.search(tail[:120].split("\n", 1)[0]))
+
+
+def _closing(text: str) -> str:
+    """`text` without the remarks after its closing statement: "..., so she pays $48
+    altogether. (Check: 4 x 12 = 48; that is 4800 cents.)" ends at "altogether."
+
+    Sentences are dropped from the end while they are remarks (a check, a unit
+    conversion, a note, a parenthesis) and a statement with a number remains before them.
+    """
+    region = text[-1500:]
+    offset = len(text) - len(region)
+    sentences = [m for m in _SENTENCES.finditer(region) if m.group().strip()]
+    cut = None
+    for sentence in reversed(sentences[-6:]):
+        body = sentence.group()
+        if _REMARK.match(body.lstrip()) or "✓" in body or "✔" in body:
+            cut = sentence.start()
+            continue
+        if cut is not None and _NUMBER.search(body):
+            return text[: offset + cut]
+        break
+    return text
 
 
 def extract_answer(text: str, no_anchor: NoAnchorPolicy = "last_number") -> Extraction:
     """Find the final answer in a model's reply.
 
-    1. the last `\\boxed{...}` (or `\\fbox`), with the boxes right before it in the same
-       sentence (``x = \\boxed{2} or x = \\boxed{3}``: the answer ``2, 3``);
-    2. else the text after the last "answer is" / "answer:" / "final answer is";
-    3. else, by `no_anchor`: ``"last_number"`` the last number or math span,
+    1. the `\\boxed{...}` (or `\\fbox`) the reply commits to, with the boxes right before
+       it in the same sentence (``x = \\boxed{2} or x = \\boxed{3}``: the answer ``2, 3``):
+       the last, unless a hypothetical or an unboxed correction says otherwise; several
+       different boxes with no words of commitment are "ambiguous" (no answer);
+    2. else the text after the last answer statement: "answer is", "answer:", a
+       ``### Answer`` heading, a table cell, or one of the languages of
+       `nemo_gym.verify.extract._lang` ("la respuesta es", "答案是", "Ответ:");
+    3. else, by `no_anchor`: ``"last_number"`` the last number or math span of the
+       closing statement (checks and remarks after it are not the answer),
        ``"math_verify"`` nothing (math-verify's own extraction reads the reply),
        ``"reject"`` nothing.
 
-    A candidate with no letter or digit in it (an empty box, the lone backslash left of
-    ``$\\$12.50$`` by a naive reading) is passed over for the next one and listed in
-    `skipped`. Reasoning before a closing ``</think>`` is ignored. The answer is None
+    A refusal ("I cannot determine this", "cannot be determined from 17 apples") is no
+    answer. A candidate with no letter or digit in it (an empty box, the lone backslash
+    left of ``$\\$12.50$`` by a naive reading) is passed over for the next one and listed
+    in `skipped`. Reasoning before a closing ``</think>`` is ignored. The answer is None
     with anchor "none" when there is none; with anchor "last_number" when the last number
     sits in undelimited LaTeX (math-verify's extraction then reads the whole reply).
     """
@@ -198,23 +337,49 @@ def extract_answer(text: str, no_anchor: NoAnchorPolicy = "last_number") -> Extr
     text = strip_thinking(text)
     skipped: list[str] = []
     boxes = boxed_spans(text, limit=8)
-    for index in range(len(boxes) - 1, max(-1, len(boxes) - 4), -1):
-        answer = _joined(text, boxes, index) if boxes[index].content else ""
-        if not is_blank(answer):
-            return Extraction(answer, "boxed", tuple(skipped))
-        if answer:
-            skipped.append(answer)
-    anchors = tail_matches(_ANSWER, text)[-3:]
-    for anchor in reversed(anchors):
-        found = _answer_span(text[anchor.end() : anchor.end() + 4 * MAX_BOXED])
+    found_box = _boxed(text, boxes, skipped) if boxes else None
+    if found_box is not None:
+        if found_box.answer is not None:
+            corrected = _correction(text, boxes[-1].end)
+            if corrected is not None:
+                return Extraction(corrected, "answer", found_box.skipped)
+        return found_box
+    anchors = [
+        (m.start(), m.end(), False)
+        for m in tail_matches(_ANSWER, text)
+        if m.group("heading") is None
+        or _HEADING_LEAD.fullmatch(text, text.rfind("\n", 0, m.start()) + 1, m.start())
+    ][-3:]
+    for start, end, phrase in last_phrases(text):
+        anchors.append((start, end, phrase.decimal_comma))
+    anchors.sort()
+    for _, end, comma in reversed(anchors[-3:]):
+        tail = text[end : end + 4 * MAX_BOXED]
+        if _refused(tail.lstrip(" \t:：*_")):
+            return Extraction(None, "none", tuple(skipped))
+        found = _answer_span(tail)
         if found is not None and not is_blank(found):
-            return Extraction(found, "answer", tuple(skipped))
+            return Extraction(decimal_commas(found) if comma else found, "answer", tuple(skipped))
         if found:
             skipped.append(found)
     if no_anchor == "last_number":
-        number = _last_number(text)
+        closing = _closing(text)
+        if _refused_in(closing):
+            return Extraction(None, "none", tuple(skipped))
+        number = _last_number(closing)
+        if number is None:
+            # "So she has twelve apples left.": a closing sentence with no digits
+            sentences = [
+                m.group() for m in _SENTENCES.finditer(closing[-600:]) if m.group().strip()
+            ]
+            number = last_spelled_number(sentences[-1]) if sentences else None
         if number:
             return Extraction(number, "last_number", tuple(skipped))
         if number == "":
             return Extraction(None, "last_number", tuple(skipped))
     return Extraction(None, "none", tuple(skipped))
+
+
+def _refused_in(text: str) -> bool:
+    """Whether the closing of an unanchored reply refuses ("I cannot determine ...")."""
+    return bool(_REFUSAL.search(text[-400:]))

@@ -668,10 +668,268 @@ def controls() -> Iterator[Row]:
         yield row(reply(said), gold, right, "control")
 
 
+# ---------------------------------------------------------------------------------------
+# Classes of how chat models state answers (issue 21). Each builder makes right and wrong
+# replies of its class; the label follows from the construction.
+
+NOUNS = ["apples", "marbles", "students", "dollars", "pages", "tickets", "cookies", "books"]
+REMARKS = [
+    " (Check: {a} × {b} = {p}.)",
+    "\n\nCheck: {a} × {b} = {p} ✓",
+    " That is {c} cents.",
+    "\n\nVerification: {p} / {a} = {b}, as required.",
+    " (Note: {b} was the price per item.)",
+    "\n\nDouble-check: {a} groups of {b} make {p}.",
+]
+
+
+def closing_statements() -> Iterator[Row]:
+    """No box, no "answer is": a closing sentence, then a check or remark whose last
+    number is not the answer."""
+    for _ in range(70):
+        a, b = rng.randint(2, 12), rng.randint(3, 25)
+        total = a * b + rng.choice([0, 0, rng.randint(1, 9)])
+        noun = rng.choice(NOUNS)
+        closing = rng.choice(
+            [
+                f"So she has {total} {noun} altogether.",
+                f"In total, there are {total} {noun}.",
+                f"Therefore the store sold {total} {noun} in all.",
+                f"So he pays ${total} in total.",
+                f"That gives {total:,} {noun} overall.",
+            ]
+        )
+        remark = rng.choice(REMARKS).format(a=a, b=b, p=a * b, c=total * 100)
+        right = rng.random() < 0.6
+        gold = str(total if right else total + rng.randint(1, 5))
+        yield row(rng.choice(PREAMBLES) + closing + remark, gold, right, "closing_statement")
+
+
+# (language, statement template, decimal comma?)
+LANGUAGE_TEMPLATES = [
+    ("es", "Por lo tanto, la respuesta es {x}. Comprobamos con 2 + 2 = 4.", True),
+    ("es", "**Respuesta final:** {x}", True),
+    ("fr", "Donc la réponse finale est {x}. (On vérifie : 3 × 3 = 9.)", True),
+    ("fr", "La réponse est {x}.", True),
+    ("de", "Die Antwort lautet {x}. Probe: 7 + 1 = 8.", True),
+    ("de", "Antwort: {x}", True),
+    ("pt", "Portanto, a resposta é {x}. Verificação: 5 - 1 = 4.", True),
+    ("it", "Quindi la risposta è {x}. Controllo: 6 / 2 = 3.", True),
+    ("ru", "Ответ: {x}. Проверка: 2 · 5 = 10.", True),
+    ("ru", "Итак, ответ будет {x}.", True),
+    ("uk", "Відповідь: {x}. Перевірка: 4 + 4 = 8.", True),
+    ("zh", "所以答案是 {x}。验证：3 + 4 = 7。", False),
+    ("zh", "最终答案：{x}", False),
+    ("ja", "よって、答えは {x} です。確認：2 × 6 = 12。", False),
+    ("ko", "따라서 정답은 {x}입니다. 확인: 9 - 3 = 6.", False),
+    ("ar", "إذن الإجابة النهائية هي {x}. للتحقق: 8 + 1 = 9.", False),
+    ("he", "לכן התשובה היא {x}. בדיקה: 5 + 5 = 10.", False),
+    ("fa", "پاسخ نهایی: {x} (بررسی: 6 + 1 = 7)", False),
+    ("hi", "अतः उत्तर {x} है। जाँच: 3 + 3 = 6।", False),
+    ("tr", "Sonuç olarak cevap {x}'dir. Kontrol: 2 + 7 = 9.", True),
+    ("vi", "Vậy đáp án là {x}. Kiểm tra: 1 + 8 = 9.", True),
+    ("id", "Jadi, jawaban akhirnya adalah {x}. Cek: 4 × 2 = 8.", True),
+    ("th", "ดังนั้นคำตอบคือ {x} ตรวจสอบ: 2 + 3 = 5", False),
+    ("pl", "Zatem odpowiedź to {x}. Sprawdzenie: 9 - 4 = 5.", True),
+    ("nl", "Het antwoord is {x}. Controle: 3 + 6 = 9.", True),
+    ("cs", "Odpověď je {x}. Kontrola: 2 + 2 = 4.", True),
+    ("sv", "Svaret är {x}. Kontroll: 5 + 2 = 7.", True),
+    ("ro", "Deci răspunsul este {x}. Verificare: 3 + 1 = 4.", True),
+    ("el", "Άρα η απάντηση είναι {x}. Έλεγχος: 6 + 2 = 8.", True),
+]
+FULL_WIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
+
+
+def languages() -> Iterator[Row]:
+    """An answer statement in another language, then a check with other numbers."""
+    for language, template, comma in LANGUAGE_TEMPLATES:
+        for _ in range(3):
+            whole, tenths = rng.randint(11, 99), rng.randint(1, 9)
+            decimal = comma and rng.random() < 0.5
+            value = f"{whole}.{tenths}" if decimal else str(whole)
+            said = f"{whole},{tenths}" if decimal else str(whole)
+            if language in ("zh", "ja") and rng.random() < 0.4:
+                said = said.translate(FULL_WIDTH)
+            right = rng.random() < 0.6
+            if right:
+                gold = value
+            else:
+                gold = f"{whole + 1}.{tenths}" if decimal else str(whole + 1)
+            yield row(template.format(x=said), gold, right, "languages")
+
+
+WORD_CASES = [
+    ("five", 5), ("twelve", 12), ("one hundred and twenty", 120), ("twenty-three", 23),
+    ("a third", Fraction(1, 3)), ("two thirds", Fraction(2, 3)), ("three quarters", Fraction(3, 4)),
+    ("one half", Fraction(1, 2)), ("\\text{four}", 4), ("$\\text{seven}$", 7), ("the fifth", 5),
+    ("negative two", -2), ("one thousand two hundred", 1200), ("cinq", 5), ("fünf", 5),
+    ("五十", 50), ("十二", 12), ("dieci", 10),
+]  # fmt: skip
+
+
+def number_words() -> Iterator[Row]:
+    for _ in range(60):
+        said, value = rng.choice(WORD_CASES)
+        right = rng.random() < 0.6
+        gold = frac_tex(Fraction(value) if right else Fraction(value) + 1)
+        text = rng.choice(PREAMBLES) + rng.choice(
+            [f"The answer is {said}.", f"**Final answer:** {said}", f"\\boxed{{{said}}}"]
+        )
+        yield row(text, gold, right, "number_words")
+    teens = ["thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+    for _ in range(15):  # a closing sentence with the count in words
+        n = rng.randint(13, 19)
+        right = rng.random() < 0.6
+        text = (
+            f"We count the remaining ones.\nSo there are {teens[n - 13]} {rng.choice(NOUNS)} left."
+        )
+        yield row(text, str(n if right else n + 1), right, "number_words")
+
+
+COMPLEX_CASES = [
+    ("2+3i", "3i+2", True), ("2+3i", "2+3\\mathrm{i}", True), ("2+3i", "2+3j", True),
+    ("2+3i", "2-3i", False), ("-i", "i^{7} = i^{4} \\cdot i^{3} = -i", True),
+    ("i", "i^{7} = i^{4} \\cdot i^{3} = -i", False), ("1", "i^{4}", True), ("-1", "e^{i\\pi}", True),
+    ("1+i", "\\sqrt{2}e^{i\\pi/4}", True), ("1+i", "\\sqrt{2}\\left(\\cos\\frac{\\pi}{4} + i\\sin\\frac{\\pi}{4}\\right)", True),
+    ("1-i", "\\sqrt{2}e^{i\\pi/4}", False), ("\\frac{1}{2}+\\frac{1}{2}i", "\\frac{1+i}{2}", True),
+    ("\\frac{1}{2}-\\frac{1}{2}i", "\\frac{1}{1+i}", True), ("\\frac{1}{2}+\\frac{1}{2}i", "\\frac{1}{1+i}", False),
+    ("-4", "(1+i)^{4}", True), ("4", "(1+i)^{4}", False), ("5", "(2+i)(2-i)", True),
+]  # fmt: skip
+
+
+def complex_numbers() -> Iterator[Row]:
+    for gold, said, right in COMPLEX_CASES:
+        for carrier in rng.sample(carriers(said), 3):
+            yield row(rng.choice(PREAMBLES) + carrier, gold, right, "complex")
+
+
+def revisions() -> Iterator[Row]:
+    """Which of several stated answers the reply commits to."""
+    for _ in range(20):  # a hypothetical box after the answer
+        asked, other = rng.randint(5, 40), rng.randint(41, 80)
+        text = rng.choice(
+            [
+                f"Had the endpoints counted, it would be \\boxed{{{other}}}; as stated the count is \\boxed{{{asked}}}.",
+                f"So the count is \\boxed{{{asked}}}. (If the endpoints were included it would be \\boxed{{{other}}}.)",
+            ]
+        )
+        yield row(text, str(asked), True, "revisions")
+        yield row(text, str(other), False, "revisions")
+    for _ in range(20):  # an unboxed correction after the box
+        first, fixed = rng.randint(2, 30), -rng.randint(2, 30)
+        text = rng.choice(
+            [
+                f"So $x = \\boxed{{{first}}}$.\n\nHold on — I dropped a sign; it is ${fixed}$.",
+                f"\\boxed{{{first}}}\n\nWait, I made a mistake in step 2. The answer is {fixed}.",
+            ]
+        )
+        yield row(text, str(fixed), True, "revisions")
+        yield row(text, str(first), False, "revisions")
+    for _ in range(20):  # a draft, then the revised box
+        first, fixed = rng.randint(2, 50), rng.randint(51, 99)
+        text = rng.choice(
+            [
+                f"At first I got \\boxed{{{first}}}, but rechecking the second case, the answer is \\boxed{{{fixed}}}.",
+                f"\\boxed{{{first}}}\n\nActually, I misread the question: it asks for the total, \\boxed{{{fixed}}}.",
+            ]
+        )
+        yield row(text, str(fixed), True, "revisions")
+        yield row(text, str(first), False, "revisions")
+    for _ in range(20):  # several boxes, no commitment: no answer, whichever the gold
+        a, b = rng.randint(2, 50), rng.randint(51, 99)
+        text = rng.choice(
+            [
+                f"It could be \\boxed{{{a}}}.\n\nOr maybe \\boxed{{{b}}}.",
+                f"Case 1 gives \\boxed{{{a}}}.\n\nCase 2 gives \\boxed{{{b}}}.",
+                f"\\boxed{{{a}}}\n\n\\boxed{{{b}}}",
+            ]
+        )
+        yield row(text, str(rng.choice([a, b])), False, "revisions")
+
+
+def refusals() -> Iterator[Row]:
+    """A refusal that repeats a number of the question is no answer."""
+    for _ in range(30):
+        n = rng.randint(3, 500)
+        text = rng.choice(
+            [
+                f"I cannot determine how many of the {n} tickets were sold from the information given.",
+                f"The answer cannot be determined: we only know that {n} people attended.",
+                f"I'm sorry, but with only {n} data points the problem is underspecified.",
+                f"There is not enough information to find the value; the problem only says {n}.",
+            ]
+        )
+        yield row(text, str(n), False, "refusal")
+    for _ in range(10):  # not a refusal: "cannot" about a method, then an answer
+        n = rng.randint(3, 500)
+        text = f"We cannot use the formula directly, so we count by cases.\nThe answer is {n}."
+        yield row(text, str(n), True, "refusal")
+
+
+def markdown_anchors() -> Iterator[Row]:
+    for _ in range(50):
+        value = rng.randint(1000, 9_999_999)
+        said = rng.choice(
+            [f"{value:,}".replace(",", " "), f"{value:,}".replace(",", "\u202f"), str(value)]
+        )
+        text = rng.choice(PREAMBLES) + rng.choice(
+            [
+                f"**Final Answer**: {said}\n\n(Check: 12 × 3 = 36.)",
+                f"### Answer\n{said}\n\nThis used 3 steps.",
+                f"## Final Answer\n\n${said}$",
+                f"| Quantity | Value |\n|---|---|\n| Answer | {said} |",
+                f"Total: {said} people. (Rounded from step 4.)",
+            ]
+        )
+        right = rng.random() < 0.6
+        yield row(text, str(value if right else value + 1000), right, "markdown_anchors")
+    for _ in range(15):  # two math spans in one sentence: the solutions together
+        a, b = rng.randint(1, 9), rng.randint(10, 19)
+        text = f"The solutions are $x = {a}$ and $x = {b}$. (Both satisfy 0 ≤ x ≤ 20.)"
+        yield row(text, f"{a}, {b}", True, "markdown_anchors")
+        yield row(text, str(b), False, "markdown_anchors")
+
+
+def surd_denominators() -> Iterator[Row]:
+    cases = [
+        ("\\frac{\\sqrt{3}+1}{\\sqrt{3}-1}", "2+\\sqrt{3}", True),
+        ("\\frac{1}{1+\\sqrt{2}}", "\\sqrt{2}-1", True), ("\\frac{1}{1+\\sqrt{2}}", "\\sqrt{2}+1", False),
+        ("\\frac{1}{1+\\sqrt{2}+\\sqrt{3}}", "\\frac{2+\\sqrt{2}-\\sqrt{6}}{4}", True),
+        ("\\frac{1}{1+\\sqrt{2}+\\sqrt{3}}", "\\frac{2-\\sqrt{2}+\\sqrt{6}}{4}", False),
+        ("(1+\\sqrt{2})^{10}+(1-\\sqrt{2})^{10}", "6726", True),
+        ("(2+\\sqrt{3})^{12}+(2-\\sqrt{3})^{12}", "7300802", True),
+        ("(2+\\sqrt{3})^{12}+(2-\\sqrt{3})^{12}", "7300801", False),
+        ("\\frac{\\sqrt{5}+\\sqrt{3}}{\\sqrt{5}-\\sqrt{3}}", "4+\\sqrt{15}", True),
+        ("\\frac{\\sqrt{5}+\\sqrt{3}}{\\sqrt{5}-\\sqrt{3}}", "4-\\sqrt{15}", False),
+    ]  # fmt: skip
+    for gold, said, right in cases:
+        for carrier in rng.sample(carriers(said), 3):
+            yield row(rng.choice(PREAMBLES) + carrier, gold, right, "surds")
+
+
+def final_headings() -> Iterator[Row]:
+    """An intermediate box, then the final one under a "Final Answer" heading: the
+    heading commits to the last box (a revision class: no words between the boxes)."""
+    for _ in range(20):
+        step, final = rng.randint(2, 40), rng.randint(41, 99)
+        text = rng.choice(PREAMBLES) + rng.choice(
+            [
+                f"The first part gives \\boxed{{{step}}}.\n\nAdding the rest:\n\n**Final Answer**\n\\[\n\\boxed{{{final}}}\n\\]",
+                f"Part one: \\boxed{{{step}}}\n\n### Final Answer\n$\\boxed{{{final}}}$",
+                f"We get \\boxed{{{step}}} apples in the first crate.\n\nAnswer: \\boxed{{{final}}}",
+            ]
+        )
+        yield row(text, str(final), True, "revisions")
+        yield row(text, str(step), False, "revisions")
+
+
 BUILDERS: list[Callable[[], Iterator[Row]]] = [
     currency, blank_fallback, inequalities, units, percent, logarithms, mixed_numbers,
     repeating, scientific, degrees, matrices, vectors, special_sets, multiple_answers,
     locales, after_think, unicode_math, large_words, hedges, controls,
+    # how chat models state answers (issue 21)
+    closing_statements, languages, number_words, complex_numbers, revisions, refusals,
+    markdown_anchors, surd_denominators, final_headings,
 ]  # fmt: skip
 
 

@@ -160,10 +160,10 @@ def boxes() -> Iterator[Row]:
             yield row("two boxes adjacent", pre + f"\\boxed{{{a}}}\\boxed{{{b}}}", letters, None)
         elif form == 1:
             yield row(
-                "two boxes, a change of mind",
+                "two boxes, a change of mind",  # a draft, then a revision: the later one
                 pre + f"At first I got \\boxed{{{a}}}, but on reflection \\boxed{{{b}}}.",
                 letters,
-                None,
+                b,
             )
         elif form == 2:
             yield row(
@@ -323,10 +323,202 @@ def controls() -> Iterator[Row]:
             yield row("lone letter", pre + f"\n{a}", letters, a, strict=None)
 
 
+# ---------------------------------------------------------------------------------------
+# Classes of how chat models answer (issue 21): tags, closings, verdict lists, echoes,
+# revisions, other languages.
+
+VALUES = ["12", "3/4", "Paris", "H2O", "0.5 m/s", "mitosis", "x = 2", "42"]
+
+
+def tags() -> Iterator[Row]:
+    for _ in range(30):
+        letters = option_sets()
+        a = pick(letters)[0]
+        listing = "".join(f"<choice>{c}</choice>" for c in letters[:4])
+        form = rng.randrange(4)
+        text = (
+            rng.choice(REASONING)
+            + [
+                f"<choice>{a}</choice>",
+                f"<answer>({a})</answer>",
+                f"Reasoning done.\n<choices>{listing}</choices>\n<choice>{a}</choice>",
+                f"<answer>\n{a}\n</answer>",
+            ][form]
+        )
+        yield row("answer tags", text, letters, a)
+
+
+def letter_forms() -> Iterator[Row]:
+    for _ in range(30):
+        letters = option_sets()
+        a = pick(letters)[0]
+        value = rng.choice(VALUES)
+        form = rng.randrange(5)
+        if form == 0:
+            yield row(
+                "letter with its value",
+                rng.choice(REASONING) + f"\n{a}) {value}",
+                letters,
+                a,
+                strict=None,
+            )
+        elif form == 1:
+            yield row(
+                "letter with its value",
+                rng.choice(REASONING) + f"The answer is {a}) {value}.",
+                letters,
+                a,
+            )
+        elif form == 2:
+            yield row(
+                "bold letter opening",
+                f"**{a}**\n\nBecause the rate law is first order, the half-life is constant.",
+                letters,
+                a,
+                strict=None,
+            )
+        elif form == 3:
+            yield row(
+                "bold letter opening",
+                f"**{a}.** {value}\n\nThe other options contradict the data.",
+                letters,
+                a,
+                strict=None,
+            )
+        else:
+            yield row(
+                "letter with its value",
+                rng.choice(REASONING) + f"**Answer: {a}. {value}**",
+                letters,
+                a,
+            )
+
+
+def closings() -> Iterator[Row]:
+    for _ in range(40):
+        letters = option_sets()
+        a, b, c = pick(letters, 3)
+        form = rng.randrange(6)
+        text = (
+            rng.choice(REASONING)
+            + [
+                f"Options {b} and {c} violate conservation of energy. Hence ({a}).",
+                f"{b} is too large and {c} has the wrong sign, which leaves only {a}.",
+                f"Eliminating {b} and {c}, we're left with {a}.",
+                f"I first leaned towards {b}. Actually, it's {a}.",
+                f"By elimination: {a}.",
+                f"So the answer must be ({a}).",
+            ][form]
+        )
+        strict = a if form == 5 else None
+        yield row("committing closing", text, letters, a, strict=strict)
+
+
+def verdict_lists() -> Iterator[Row]:
+    for _ in range(40):
+        letters = rng.choice(["ABCD", "ABCDE"])
+        a = pick(letters)[0]
+        style = rng.randrange(4)
+        lines = []
+        for c in letters:
+            good = c == a
+            lines.append(
+                [
+                    f"{c}: {'correct' if good else 'incorrect'}",
+                    f"- **{c}** {'✓' if good else '✗'}",
+                    f"({c}) {'True' if good else 'False'} — {rng.choice(VALUES)}",
+                    f"Option {c}: {'✅ correct' if good else '❌ wrong, it ignores the sign'}",
+                ][style]
+            )
+        yield row(
+            "per-option verdicts", rng.choice(REASONING) + "\n".join(lines), letters, a, strict=None
+        )
+
+
+def echoes() -> Iterator[Row]:
+    """Restating the options, or several letters with no commitment: never an answer
+    (whatever the gold, a reply like this must not score)."""
+    for _ in range(40):
+        letters = rng.choice(["ABCD", "ABCDE"])
+        values = rng.sample(VALUES, len(letters))
+        form = rng.randrange(6)
+        text = [
+            "\n".join(f"{c}) {v}" for c, v in zip(letters, values, strict=True)),
+            "\n".join(letters),
+            " ".join(f"({c}) {v}" for c, v in zip(letters, values, strict=True)),
+            "Answer: " + " ".join(f"{c}) {v}" for c, v in zip(letters, values, strict=True)),
+            "\n\n".join(f"{c}. {v}" for c, v in zip(letters, values, strict=True)),
+            ", ".join(letters[:-1]) + " or " + letters[-1],
+        ][form]
+        yield row("echo of the options", text, letters, None)
+
+
+def revised_boxes() -> Iterator[Row]:
+    for _ in range(25):
+        letters = option_sets()
+        a, b = pick(letters, 2)
+        form = rng.randrange(3)
+        text = (
+            rng.choice(REASONING)
+            + [
+                f"At first I thought \\boxed{{{b}}}, but after checking the units, the answer is \\boxed{{{a}}}.",
+                f"\\boxed{{{b}}}\n\nWait, I misread the question. The correct choice is \\boxed{{{a}}}.",
+                f"If the gas were ideal, it would be \\boxed{{{b}}}. As stated, the answer is \\boxed{{{a}}}.",
+            ][form]
+        )
+        yield row("revised boxes", text, letters, a)
+    for _ in range(15):
+        letters = option_sets()
+        a, b = pick(letters, 2)
+        text = rng.choice(REASONING) + rng.choice(
+            [
+                f"\\boxed{{{b}}}\n\n\\boxed{{{a}}}",
+                f"Maybe \\boxed{{{b}}}, or perhaps \\boxed{{{a}}}.",
+            ]
+        )
+        yield row("boxes with no commitment", text, letters, None)
+
+
+LANGUAGE_CHOICES = [
+    "La respuesta correcta es la {x}.", "La opción correcta es la {x}.", "La bonne réponse est {x}.",
+    "Die richtige Antwort ist {x}.", "Antwort: {x}", "A resposta correta é a alternativa {x}.",
+    "La risposta corretta è la {x}.", "Правильный ответ: {x}", "Ответ: {x}", "Відповідь: {x}",
+    "正确答案是 {x}。", "答案：{x}", "正解は {x} です。", "정답은 {x}입니다.", "الإجابة الصحيحة هي {x}",
+    "सही उत्तर {x} है।", "Doğru cevap {x}'dir.", "Đáp án đúng là {x}.", "Jawaban yang benar adalah {x}.",
+    "Poprawna odpowiedź to {x}.", "Het juiste antwoord is {x}.", "คำตอบที่ถูกต้องคือ {x}",
+    "התשובה הנכונה היא {x}", "پاسخ صحیح {x} است", "Správná odpověď je {x}.", "Svaret är {x}.",
+]  # fmt: skip
+
+
+def languages() -> Iterator[Row]:
+    for template in LANGUAGE_CHOICES:
+        for _ in range(2):
+            letters = option_sets()
+            a, b = pick(letters, 2)
+            text = f"Option {b} contradicts the data.\n\n" + template.format(x=a)
+            yield row("other languages", text, letters, a)
+
+
+def option_text() -> Iterator[Row]:
+    for _ in range(20):
+        options = rng.sample(["Paris", "London", "Berlin", "Madrid", "Rome", "Vienna"], 4)
+        k = rng.randrange(4)
+        text = rng.choice(["", "Thinking about the capitals listed.\n"]) + rng.choice(
+            [f"{options[k]}", f"It is {options[k]}.", f"**{options[k]}**"]
+        )
+        r = row("option text alone", text, "ABCD", "ABCD"[k], strict=None)
+        r["options"] = options
+        yield r
+
+
 def main() -> None:
     rows: list[Row] = []
     seen: set[tuple[object, object]] = set()
-    for build in (negated, ranges, boxes, tables, json_objects, math_lines, verdicts, controls):
+    builders = (negated, ranges, boxes, tables, json_objects, math_lines, verdicts, controls)
+    # how chat models answer (issue 21)
+    builders += (tags, letter_forms, closings, verdict_lists, echoes, revised_boxes)
+    builders += (languages, option_text)
+    for build in builders:
         for r in build():
             if (r["text"], r["letters"]) not in seen:
                 seen.add((r["text"], r["letters"]))
