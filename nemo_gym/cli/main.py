@@ -86,6 +86,33 @@ def parse_model(
     return build_model(table, Source(flags=_MODEL_FLAGS))
 
 
+# What each in-process adapter imports when it runs, and the extra that brings it.
+_IN_PROCESS_NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "LivePolicy": (("torch", "local"), ("transformers", "local")),
+    "VLLM": (("vllm", "vllm"),),
+}
+
+
+def check_model_dependencies(model: Any) -> None:
+    """Raise `MissingDependency` naming the extra an in-process model still needs.
+
+    Checked before a run starts, so that a missing extra is one line at once rather than
+    a failed row per task; looked up without importing (torch takes seconds).
+    """
+    import importlib.util
+
+    from nemo_gym.errors import MissingDependency
+
+    for kind in type(model).__mro__:
+        for module, extra in _IN_PROCESS_NEEDS.get(kind.__name__, ()):
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                raise MissingDependency(module, extra)
+
+
 _MODEL_FLAGS = {
     "model": "--model",
     "model.api_key_env": "--api-key-env",
@@ -292,6 +319,7 @@ def _eval_run(args: argparse.Namespace) -> int:
         )
     else:
         model = build_model(config.model, source)
+    check_model_dependencies(model)
     names = list(dict.fromkeys(part.env.name for part in parts))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     label = "+".join(names[:3]) + ("+more" if len(names) > 3 else "")

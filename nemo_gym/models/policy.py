@@ -53,7 +53,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nemo_gym.errors import ConfigError, ModelError, require
+from nemo_gym.errors import ConfigError, MissingDependency, ModelError, require
 from nemo_gym.models.base import ModelAdapter, RetryPolicy
 from nemo_gym.models.chat import ChatTemplate, ToolFormat
 from nemo_gym.models.tokens import Continuations, History
@@ -291,6 +291,9 @@ class LivePolicy(ModelAdapter):
         self._max_context: int | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
+        # Why the worker thread died (a missing extra, a crash outside a batch); set, every
+        # request fails at once with it until close().
+        self._broken: Exception | None = None
         # The event loop takes this one, and must never wait behind a slow model load.
         self._worker_lock = threading.Lock()
 
@@ -378,6 +381,7 @@ class LivePolicy(ModelAdapter):
                 self._queue.put(_CLOSE)
                 worker.join()
             self._fail_queued(ModelError(f"{type(self).__name__} was closed", code="closed"))
+            self._broken = None
 
     async def aclose(self) -> None:
         """`close()` without blocking the event loop. Idempotent."""
@@ -417,8 +421,11 @@ class LivePolicy(ModelAdapter):
             except ConfigError as exc:
                 raise ModelError(str(exc), code="bad_request") from exc
             pendings.append(_Pending(request, sampling, loop, loop.create_future()))
-        # Under the worker lock, so a concurrent close() cannot strand these requests.
+        # Under the worker lock, so a concurrent close() or a dying worker cannot strand
+        # these requests.
         with self._worker_lock:
+            if self._broken is not None:
+                raise _copy_error(self._broken)
             self._ensure_worker()
             for pending in pendings:
                 self._queue.put(pending)
@@ -470,29 +477,46 @@ class LivePolicy(ModelAdapter):
         """Per-thread setup in the worker (`Local` sets torch's thread count here)."""
 
     def _work(self) -> None:
-        self._on_worker_start()
-        while True:
-            first = self._queue.get()
-            if first is _CLOSE:
-                return
-            batch = [first]
-            deadline = time.monotonic() + self.batch_window_s
-            closing = False
-            while len(batch) < self.max_batch_size:
-                remaining = deadline - time.monotonic()
-                try:
-                    item = self._queue.get(timeout=remaining) if remaining > 0 else None
-                    if item is None:
-                        item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _CLOSE:
-                    closing = True
-                    break
-                batch.append(item)
-            self._serve(batch)
-            if closing:
-                return
+        batch: list[_Pending] = []
+        try:
+            self._on_worker_start()
+            while True:
+                batch, closing = self._next_batch()
+                if batch:
+                    self._serve(batch)
+                batch = []
+                if closing:
+                    return
+        except BaseException as exc:
+            # A dead worker would strand every request queued for it (the caller awaits
+            # a future nothing resolves): fail them, and every later one, with its error.
+            error = _as_model_error(exc)
+            log.error("the worker thread of %s died: %s", self.name, error)
+            with self._worker_lock:
+                self._broken = error
+                for pending in batch:
+                    _deliver(pending, None, error)
+                self._fail_queued(error)
+
+    def _next_batch(self) -> tuple[list[_Pending], bool]:
+        """The next batch (blocking), and whether close() was asked for."""
+        first = self._queue.get()
+        if first is _CLOSE:
+            return [], True
+        batch = [first]
+        deadline = time.monotonic() + self.batch_window_s
+        while len(batch) < self.max_batch_size:
+            remaining = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=remaining) if remaining > 0 else None
+                if item is None:
+                    item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _CLOSE:
+                return batch, True
+            batch.append(item)
+        return batch, False
 
     def _fail_queued(self, error: Exception) -> None:
         while True:
@@ -515,8 +539,9 @@ class LivePolicy(ModelAdapter):
         try:
             self._ensure_model()
         except Exception as exc:
+            error = _as_model_error(exc)
             for pending in live:
-                _deliver(pending, None, exc)
+                _deliver(pending, None, error)
             return
         rows: list[_Row] = []
         for pending in live:
@@ -793,13 +818,31 @@ class _WeightsWatch:
         return positions
 
 
-def _as_model_error(exc: Exception) -> Exception:
-    # Our own errors (and MissingDependency, an ImportError) already say what is wrong.
-    if isinstance(exc, ModelError | ConfigError | ImportError):
+def _as_model_error(exc: BaseException) -> Exception:
+    """`exc` as the failure it is for the rollout (a `ModelError` unless it is the user's
+    `ConfigError`), its message kept."""
+    if isinstance(exc, ModelError | ConfigError):
         return exc
-    error = ModelError(f"local generation failed: {type(exc).__name__}: {exc}", code="local")
+    if isinstance(exc, MissingDependency):
+        # A model failure (the model could not run), still naming the extra to install.
+        error = ModelError(str(exc), code="missing_dependency")
+    elif isinstance(exc, ImportError):
+        error = ModelError(f"local generation failed: {exc}", code="missing_dependency")
+    else:
+        error = ModelError(f"local generation failed: {type(exc).__name__}: {exc}", code="local")
     error.__cause__ = exc
     return error
+
+
+def _copy_error(error: Exception) -> Exception:
+    """A fresh exception per request, so tracebacks do not pile up on one instance."""
+    copy = (
+        ModelError(str(error), code=error.code)
+        if isinstance(error, ModelError)
+        else ConfigError(str(error))
+    )
+    copy.__cause__ = error.__cause__
+    return copy
 
 
 def _deliver(pending: _Pending, response: ModelResponse | None, error: Exception | None) -> None:
