@@ -360,16 +360,68 @@ def _eval_run(args: argparse.Namespace) -> int:
     try:
         with ray_session:
             result = asyncio.run(run())
+    except KeyboardInterrupt:
+        result = None
     finally:
         if progress is not None:
             progress.close()
+    if result is None:
+        print(f"gym: interrupted; resume with: {resume_command(args, output)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(summary(result.metrics, result.output))
     if args.report:
         from nemo_gym.analysis import profile, write_report
 
         path = write_report(profile(result.output), result.output / "report.html")
         print(f"report: {path}")
-    return 0
+    verdict = failure_verdict(result.metrics, args.max_failure_rate)
+    if verdict is not None:
+        print(f"gym: {verdict}", file=sys.stderr)
+        return EXIT_FAILURES
+    return EXIT_OK
+
+
+def failure_verdict(metrics: RunMetrics, max_failure_rate: float | None) -> str | None:
+    """Why the run's failures make `gym eval run` exit 1, or None.
+
+    Without `max_failure_rate`, only a run whose every rollout failed; with it, a run
+    whose failed share is above it. Counted over the whole run directory (a resumed
+    run's earlier rows too), as the summary is.
+    """
+    if metrics.n_rollouts == 0 or metrics.n_failed == 0:
+        return None
+    share = metrics.n_failed / metrics.n_rollouts
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(metrics.failures_by_kind.items()))
+    counted = f"{metrics.n_failed} of {metrics.n_rollouts} rollouts failed ({kinds})"
+    if max_failure_rate is None:
+        return f"{counted}; exit status {EXIT_FAILURES}" if metrics.n_ok == 0 else None
+    if share > max_failure_rate:
+        return (
+            f"{counted}: {100 * share:.1f}% is above --max-failure-rate {max_failure_rate:g}; "
+            f"exit status {EXIT_FAILURES}"
+        )
+    return None
+
+
+def resume_command(args: argparse.Namespace, output: Path) -> str:
+    """The command that resumes this run: the one given, with `--output DIR` added when
+    the directory was a default (a new timestamp each time)."""
+    import shlex
+
+    argv = list(getattr(args, "argv", None) or sys.argv[1:])
+    if args.output is None and not _config_names_output(args):
+        argv += ["--output", str(output)]
+    return shlex.join(["gym", *argv])
+
+
+def _config_names_output(args: argparse.Namespace) -> bool:
+    if args.config is None:
+        return False
+    try:
+        config, _ = run_config(args)
+    except (NemoGymError, ValueError):
+        return False
+    return config.output is not None
 
 
 # --------------------------------------------------------------------------- list, search
@@ -389,8 +441,16 @@ def _list(args: argparse.Namespace) -> int:
         name, domain = f"{info.name:<{width}}", f"{info.domain:<{domain_width}}"
         print(f"{name}  {version:<3}  {domain}  {info.description}")
     domains = sorted({info.domain for info in infos})
-    print(f"{len(infos)} environments in {len(domains)} domains: {', '.join(domains)}")
+    print(
+        f"{plural(len(infos), 'environment')} in {plural(len(domains), 'domain')}: "
+        f"{', '.join(domains)}"
+    )
     return 0
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 domain`, `7 domains`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -449,6 +509,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value:g}")
+    return value
+
+
 def _count(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -462,7 +529,8 @@ def _add_run(commands: Any) -> None:
         help="run an evaluation (flags or a config file)",
         description=(
             "Run an evaluation into a run directory (rollouts.jsonl, failures.jsonl, "
-            "metrics.json, run.json); running it again resumes. Several environments make "
+            "metrics.json, run.json); running it again with the same --output resumes it (Ctrl-C "
+            "prints that command). Several environments make "
             "a mixed run; a config file (TOML or YAML) adds weights, per-environment "
             "limits and variants. Flags given with --config override its values."
         ),
@@ -504,6 +572,13 @@ def _add_run(commands: Any) -> None:
         "--success-threshold", type=float, help="reward at which a rollout passes (default 1)"
     )
     run.add_argument("--retry-failed", action="store_true", help="on resume, rerun failed rows")
+    run.add_argument(
+        "--max-failure-rate",
+        type=_share,
+        metavar="RATE",
+        help="exit 1 when more than this share (0-1) of the rollouts failed (default: exit 1 "
+        "only when all failed)",
+    )
     run.add_argument(
         "--env-option", action="append", default=[], metavar="KEY=VALUE", help="env option"
     )
@@ -701,12 +776,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_OK = 0
+"""The command did what it was asked (a run: finished, failures within bounds)."""
+EXIT_FAILURES = 1
+"""`gym eval run` finished, but every rollout failed (or more than --max-failure-rate)."""
+EXIT_USAGE = 2
+"""Bad input: a flag, a file, a name (the message names it); nothing ran."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C; `gym eval run` prints the command that resumes the run."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a bad flag (2, argparse said why)
         return int(exc.code or 0)
+    args.argv = argv
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -716,10 +803,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (NemoGymError, ValueError) as exc:
         message = str(exc) if isinstance(exc, NemoGymError) else f"{type(exc).__name__}: {exc}"
         print(f"gym: error: {message}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
-        print("gym: interrupted; run the same command again to resume", file=sys.stderr)
-        return 130
+        print("gym: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `gym ... | head`: the reader has what it wanted
         sys.stdout = open(os.devnull, "w")  # no flush error at exit
         return 0
