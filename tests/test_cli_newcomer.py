@@ -198,3 +198,108 @@ def test_the_license_is_an_spdx_string() -> None:
     # `license = { text = ... }` makes setuptools warn on every install.
     assert project["license"] == "Apache-2.0"
     assert not any(c.startswith("License ::") for c in project.get("classifiers", []))
+
+
+def _rollout(ok: bool, reward: float = 1.0) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(ok=ok, reward=reward if ok else None)
+
+
+def test_progress_says_what_the_run_waits_on_within_a_second() -> None:
+    import io
+    import time
+
+    from nemo_gym.cli.progress import Progress
+
+    stream = io.StringIO()
+    status = ["loading SmolLM2-135M-Instruct"]
+    progress = Progress(8, stream=stream, terminal=False, status=lambda: status[0], tick=0.05)
+    deadline = time.monotonic() + 5
+    while "loading" not in stream.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert stream.getvalue().startswith("rollouts 0: loading SmolLM2-135M-Instruct")
+    status[0] = "generating 8 replies: 40 tokens so far"
+    while "generating" not in stream.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "rollouts 0: generating 8 replies: 40 tokens so far" in stream.getvalue()
+    status[0] = "generating 8 replies: 80 tokens so far"  # same phase: no new line
+    time.sleep(0.2)
+    assert "80 tokens" not in stream.getvalue()
+    progress.close()
+    progress.close()  # idempotent
+
+
+def test_resumed_progress_counts_the_rows_already_there() -> None:
+    import io
+
+    from nemo_gym.cli.progress import Progress, Tally
+
+    stream = io.StringIO()
+    progress = Progress(
+        10, stream=stream, terminal=False, already=Tally(done=6, ok=4, reward_sum=2)
+    )
+    assert progress.eta() is None  # nothing new has landed: no rate to speak of
+    for _ in range(4):
+        progress.update(_rollout(True, 1.0))
+    progress.close()
+    last = stream.getvalue().splitlines()[-1]
+    # The summary's figures: 10 rollouts, 2 failed, reward (2 + 4) / 8.
+    assert last.startswith("rollouts 10/10 (100%)") and "failed 2" in last
+    assert last.endswith("reward 0.750") and "ETA 0:00" in last
+
+
+def test_a_resumed_run_directory_is_tallied(tmp_path: Path) -> None:
+    rows = [
+        {"status": "ok", "reward": 1.0},
+        {"status": "ok", "reward": 0.0},
+        {"status": "failed", "reward": None},
+    ]
+    (tmp_path / "rollouts.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows) + '{"status": "ok", "rew'
+    )
+    tally = cli._existing_rows(tmp_path, retry_failed=False)
+    assert (tally.done, tally.ok, tally.reward_sum) == (3, 2, 1.0)
+    assert cli._existing_rows(tmp_path, retry_failed=True).done == 2
+
+
+async def test_a_local_policy_reports_what_its_worker_is_doing() -> None:
+    import asyncio
+
+    from nemo_gym.errors import ModelError
+    from nemo_gym.models.policy import LivePolicy
+    from nemo_gym.records import Message, ModelRequest
+
+    release = threading.Event()
+
+    class SlowLoad(LivePolicy):
+        def __init__(self) -> None:
+            self._configure(
+                name="slow",
+                chat_template=None,
+                tool_format="hermes",
+                max_batch_size=1,
+                batch_window_s=0.0,
+                default_sampling=None,
+                max_conversations=1,
+                max_concurrency=None,
+                retry=None,
+            )
+
+        def _ensure_model(self) -> None:
+            release.wait(10)
+            raise ModelError("no weights here", code="missing_weights")
+
+    policy = SlowLoad()
+    assert policy.activity() is None
+    call = asyncio.ensure_future(policy.generate(ModelRequest(messages=(Message.user("hi"),))))
+    for _ in range(200):
+        if policy.activity() is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert policy.activity() == "loading slow"  # what `gym eval run` shows while it loads
+    release.set()
+    with pytest.raises(ModelError):
+        await call
+    assert policy.activity() is None
+    await policy.aclose()

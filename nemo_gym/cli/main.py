@@ -292,12 +292,39 @@ def _planned(parts: Sequence[Any], repeats: int, shard: tuple[int, int] | None) 
     return total
 
 
-def _existing_rows(output: Path) -> int:
+def _existing_rows(output: Path, retry_failed: bool) -> Any:
+    """The rows a resumed run starts from, for its progress (a `Tally`); rows that are
+    not whole lines or not rollouts are the resume's business, not counted here."""
+    from nemo_gym.cli.progress import Tally
+
     path = output / "rollouts.jsonl"
     if not path.exists():
-        return 0
+        return Tally()
+    done = ok = 0
+    reward_sum = 0.0
     with path.open("rb") as handle:
-        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
+        for line in handle:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict):
+                continue
+            passed = row.get("status") == "ok"
+            if retry_failed and not passed:
+                continue  # it runs again
+            done += 1
+            if passed:
+                ok += 1
+                reward = row.get("reward")
+                reward_sum += float(reward) if isinstance(reward, int | float) else 0.0
+    return Tally(done=done, ok=ok, reward_sum=reward_sum)
+
+
+def _model_activity(model: Any) -> Any:
+    """The model's `activity()` (what it is busy with now), when it has one."""
+    activity = getattr(model, "activity", None)
+    return activity if callable(activity) else None
 
 
 def _eval_run(args: argparse.Namespace) -> int:
@@ -325,8 +352,11 @@ def _eval_run(args: argparse.Namespace) -> int:
     label = "+".join(names[:3]) + ("+more" if len(names) > 3 else "")
     output = Path(config.output or f"runs/{label}-{stamp}")
     planned = _planned(parts, config.repeats, shard)
-    total = None if planned is None else max(0, planned - _existing_rows(output))
-    progress = None if args.no_progress else Progress(total)
+    progress = None
+    if not args.no_progress:
+        already = _existing_rows(output, args.retry_failed)
+        total = None if planned is None else max(planned, already.done)
+        progress = Progress(total, already=already, status=_model_activity(model))
     # --ray: the same run on Ray actors, in a session this command opens (or joins).
     if (args.workers is not None or args.address is not None) and not args.ray:
         raise ConfigError("--workers and --address need --ray")

@@ -294,6 +294,10 @@ class LivePolicy(ModelAdapter):
         # Why the worker thread died (a missing extra, a crash outside a batch); set, every
         # request fails at once with it until close().
         self._broken: Exception | None = None
+        # What the worker does now, for activity(): written by the worker only.
+        self._doing: str | None = None
+        self._batch_rows = 0
+        self._batch_tokens = 0
         # The event loop takes this one, and must never wait behind a slow model load.
         self._worker_lock = threading.Lock()
 
@@ -323,6 +327,17 @@ class LivePolicy(ModelAdapter):
         """Counters so far: requests, batches, largest batch, tokens, continuations, timings."""
         with self._stats_lock:
             return self._stats
+
+    def activity(self) -> str | None:
+        """What the worker thread is doing now, for a progress display: "loading NAME",
+        "generating N replies: T tokens so far", or None when idle."""
+        doing = self._doing
+        if doing == "loading":
+            return f"loading {self.name}"
+        if doing == "generating":
+            rows, tokens = self._batch_rows, self._batch_tokens
+            return f"generating {rows} repl{'y' if rows == 1 else 'ies'}: {tokens} tokens so far"
+        return None
 
     @property
     def weights_version(self) -> int:
@@ -537,12 +552,16 @@ class LivePolicy(ModelAdapter):
         if not live:
             return
         try:
+            if self._model is None:
+                self._doing = "loading"
             self._ensure_model()
         except Exception as exc:
+            self._doing = None
             error = _as_model_error(exc)
             for pending in live:
                 _deliver(pending, None, error)
             return
+        self._doing = None
         rows: list[_Row] = []
         for pending in live:
             try:
@@ -555,6 +574,7 @@ class LivePolicy(ModelAdapter):
             started = time.perf_counter()
             version = self._weights.observe(self._model)
             modes = [(module, module.training) for module in self._model.modules()]
+            self._doing, self._batch_rows, self._batch_tokens = "generating", len(rows), 0
             try:
                 self._model.eval()
                 with self._grad_guard():
@@ -565,6 +585,7 @@ class LivePolicy(ModelAdapter):
                     _deliver(row.pending, None, _as_model_error(exc))
                 return
             finally:
+                self._doing = None
                 for module, training in modes:
                     module.training = training
             changed = self._weights.observe(self._model) != version
@@ -704,6 +725,7 @@ class LivePolicy(ModelAdapter):
             positions = positions[:, -1:] + 1
 
     def _advance(self, row: _Row, token: int, logprob: float) -> None:
+        self._batch_tokens += 1
         row.completion.append(token)
         row.logprobs.append(logprob)
         if token in self._eos_ids:
