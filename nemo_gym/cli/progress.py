@@ -11,7 +11,7 @@ say nothing of the next batch.
 every second: loading the model, generating a batch and its tokens so far. On a
 terminal it is a column of the bar; without one (a log file, CI) a line is printed when
 it changes phase, a progress line every tenth of the total (or every `interval`
-seconds when the total is unknown), and once at the end.
+seconds when the total is unknown) but at most one a second, and once at the end.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from typing import Any, TextIO
 from nemo_gym.records import Rollout
 
 __all__ = ["Progress", "Tally"]
+
+_COALESCE_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,8 @@ class Progress:
         self._task: Any = None
         self._status = status
         self._phase: str | None = None
+        self._pending = False  # a progress line is due but was held back (see _flush)
+        self._last_printed = float("-inf")
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
@@ -181,11 +185,20 @@ class Progress:
                     self._last_decile = decile
             else:
                 due = now - self._last_line >= self.interval
-            if due:
-                self._print(self.line())
+            if due or self._pending:
+                self._flush(now)
+
+    def _flush(self, now: float) -> None:
+        # Rollouts batched on a local model land together: one line for the lot, not a
+        # line per tenth within the same second (the poller or close() prints the rest).
+        if now - self._last_printed >= _COALESCE_S:
+            self._pending = False
+            self._print(self.line())
+        else:
+            self._pending = True
 
     def _print(self, text: str) -> None:
-        self._last_line = time.monotonic()
+        self._last_line = self._last_printed = time.monotonic()
         print(text, file=self.stream, flush=True)
 
     def _poll(self, tick: float) -> None:
@@ -202,6 +215,8 @@ class Progress:
                 if self._bar is not None:
                     self._bar.update(self._task, status=status or "")
                     continue
+                if self._pending:
+                    self._flush(time.monotonic())
                 phase = status.split(":")[0] if status else None
                 quiet = time.monotonic() - self._last_line >= self.interval
                 if status and (phase != self._phase or quiet):
@@ -233,5 +248,5 @@ class Progress:
             if self._bar is not None:
                 self._bar.stop()
                 self._bar = None
-            elif self.new and (self.total is None or self._last_decile < 10):
+            elif self._pending or (self.new and (self.total is None or self._last_decile < 10)):
                 self._print(self.line())
