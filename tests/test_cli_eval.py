@@ -468,7 +468,9 @@ def test_progress_lines_without_a_terminal_and_a_bar_with_one() -> None:
         progress.update(_fake(index % 5 != 0))
     progress.close()
     lines = stream.getvalue().splitlines()
-    assert len(lines) == 10
+    # Landing within one second, the twenty make one line as they land and one at the
+    # end, not a line per tenth all at once.
+    assert len(lines) == 2
     assert re.fullmatch(
         r"rollouts 20/20 \(100%\)  [\d.]+ rollouts/s  ETA 0:00  elapsed 0:00  failed 4  "
         r"reward 1.000",

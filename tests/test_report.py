@@ -128,3 +128,28 @@ async def test_chromium_draws_the_report_plots(tmp_path: Path) -> None:
         counts[n] = counts.get(n, 0) + color
     for name in PLOTS:
         assert counts.get(_hex(COLORS[name]), 0) >= 30, f"plot {name} is not drawn"
+
+
+def test_the_header_names_the_model_without_null_options() -> None:
+    from nemo_gym.analysis.report import model_label
+
+    assert model_label({"name": "local", "options": {"model": None}}) == "local"
+    assert (
+        model_label({"name": "openai", "options": {"model": "m", "base_url": "http://h/v1"}})
+        == "openai (base_url=http://h/v1, model=m)"
+    )
+
+
+def test_axes_tell_ticks_apart_and_count_in_whole_numbers() -> None:
+    from nemo_gym.analysis import svg
+
+    # Rollouts that share a latency (all about 123 s): every x tick a different label.
+    plot = svg.histogram([123.4] * 5, plot_id="latency", title="latency", xlabel="s", color="#000")
+    labels = re.findall(r'text-anchor="middle" font-size="11" fill="[^"]+">([^<]+)</text>', plot)
+    assert len(labels) >= 3 and len(set(labels)) == len(labels), labels
+    # Counts of 2 at most: ticks 0, 1, 2 rather than 0, 0.5, 1, 1.5, 2.
+    assert svg.nice_ticks(0, 2, 4, integer=True) == [0, 1, 2]
+    assert all(float(t).is_integer() for t in svg.nice_ticks(0, 7, 4, integer=True))
+    counts = svg.histogram([1.0, 1.0, 2.0], plot_id="h", title="t", xlabel="x", color="#000")
+    y_labels = re.findall(r'text-anchor="end" font-size="11" fill="[^"]+">([^<]+)</text>', counts)
+    assert y_labels and all(label.isdigit() for label in y_labels), y_labels

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from nemo_gym.analysis import svg
 from nemo_gym.analysis.diagnose import DESCRIPTIONS, Diagnosis
@@ -200,13 +201,27 @@ def _examples(d: Diagnosis) -> str:
     return "".join(out)
 
 
+def model_label(model: dict[str, Any]) -> str:
+    """A model spec as the report's header names it: `local`, `openai (model=m, ...)`.
+
+    Options left at None (`local`'s `model`: the embedded checkpoint) say nothing.
+    """
+    options = {k: v for k, v in sorted((model.get("options") or {}).items()) if v is not None}
+    shown = ", ".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v, sort_keys=True)}"
+        for k, v in options.items()
+    )
+    name = str(model.get("name") or "?")
+    return f"{name} ({shown})" if shown else name
+
+
 def render(result: Profile) -> str:
     """The report of a profiled run, as one HTML document."""
     metrics = result.metrics
     manifest = result.manifest
     parts = manifest.get("parts") or ([{"spec": manifest["spec"]}] if "spec" in manifest else [])
     model = (parts[0].get("spec") or {}).get("model", {}) if parts else {}
-    model_name = f"{model.get('name', '?')} {json.dumps(model.get('options', {}), sort_keys=True)}"
+    model_name = model_label(model)
     envs = sorted(metrics.by_env) or ["?"]
     header = (
         f"<h1>Run report: {escape(result.run_dir.name)}</h1>"
@@ -314,6 +329,7 @@ def render(result: Profile) -> str:
             plot_id="failures",
             title=f"{PLOTS['failures'].capitalize()} ({metrics.n_failed} failed)",
             ylabel="rollouts",
+            counts=True,
             color=COLORS["failures"],
             y_max=max(1.0, max((v for _, v in failures), default=1)),
             empty="no rollout failed",

@@ -7,6 +7,7 @@ in the plot's own colour, in a rendered PNG.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from html import escape
@@ -28,15 +29,18 @@ GRID = "#e4e4e4"
 FONT = 'font-family="system-ui, -apple-system, Segoe UI, sans-serif"'
 
 
-def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """Round tick values covering [low, high]."""
+def nice_ticks(low: float, high: float, count: int = 5, *, integer: bool = False) -> list[float]:
+    """Round tick values covering [low, high]; whole numbers only with `integer` (counts)."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return [0.0, 1.0]
     if high <= low:
         high = low + 1.0
     raw = (high - low) / max(1, count)
+    if integer:
+        raw = max(raw, 1.0)  # a count axis has no tick between 1 and 2
     magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    multiples = (1, 2, 5, 10) if integer else (1, 2, 2.5, 5, 10)
+    step = next(m * magnitude for m in multiples if m * magnitude >= raw)
     start = math.floor(low / step) * step
     ticks = []
     value = start
@@ -46,6 +50,17 @@ def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
     if ticks[-1] < high:
         ticks.append(round(ticks[-1] + step, 10))
     return ticks
+
+
+def tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Labels of `ticks`, with as many decimals as it takes to tell them apart (a narrow
+    range of large values, such as latencies that are all about 120 s)."""
+    labels = [_label(t) for t in ticks]
+    if len(set(labels)) == len(labels) or len(ticks) < 2:
+        return labels
+    step = min(abs(b - a) for a, b in itertools.pairwise(ticks) if b != a)
+    decimals = max(0, 1 - math.floor(math.log10(step)))
+    return [f"{t:.{decimals}f}" for t in ticks]
 
 
 def _label(value: float) -> str:
@@ -100,13 +115,13 @@ class _Frame:
         self.parts.append(text)
 
     def y_axis(self, ticks: Sequence[float], label: str = "") -> None:
-        for tick in ticks:
+        for tick, text in zip(ticks, tick_labels(ticks), strict=True):
             y = self.y(tick)
             self.add(
                 f'<line x1="{self.left}" x2="{self.width - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" '
                 f'stroke="{GRID}"/>'
                 f'<text x="{self.left - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11" '
-                f'fill="{AXIS}">{_label(tick)}</text>'
+                f'fill="{AXIS}">{text}</text>'
             )
         if label:
             self.add(
@@ -117,14 +132,14 @@ class _Frame:
     def x_axis(self, ticks: Sequence[float], label: str = "") -> None:
         base = self.height - BOTTOM
         span = (self.x1 - self.x0) * 1e-9
-        for tick in ticks:
-            if not self.x0 - span <= tick <= self.x1 + span:
-                continue  # a round tick outside the data's range would fall off the plot
+        # A round tick outside the data's range would fall off the plot.
+        shown = [tick for tick in ticks if self.x0 - span <= tick <= self.x1 + span]
+        for tick, text in zip(shown, tick_labels(shown), strict=True):
             x = self.x(tick)
             self.add(
                 f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{base}" y2="{base + 4}" stroke="{AXIS}"/>'
                 f'<text x="{x:.1f}" y="{base + 17}" text-anchor="middle" font-size="11" '
-                f'fill="{AXIS}">{_label(tick)}</text>'
+                f'fill="{AXIS}">{text}</text>'
             )
         if label:
             self.add(
@@ -185,7 +200,7 @@ def histogram(
     for value in finite:
         index = min(bins - 1, max(0, int((value - low) / width)))
         counts[index] += 1
-    y_ticks = nice_ticks(0, max(counts), 4)
+    y_ticks = nice_ticks(0, max(counts), 4, integer=True)
     frame = _Frame(plot_id, title, (low, high), (0, y_ticks[-1]))
     frame.y_axis(y_ticks, ylabel)
     for index, count in enumerate(counts):
@@ -213,12 +228,13 @@ def bar_chart(
     color: str | Sequence[str],
     y_max: float | None = None,
     empty: str = "nothing to show",
+    counts: bool = False,
 ) -> str:
-    """One labelled vertical bar per (label, value)."""
+    """One labelled vertical bar per (label, value); `counts`: whole-number ticks."""
     if not bars:
         return _empty(plot_id, title, empty)
     top = y_max if y_max is not None else max(v for _, v in bars)
-    y_ticks = nice_ticks(0, top if top > 0 else 1, 4)
+    y_ticks = nice_ticks(0, top if top > 0 else 1, 4, integer=counts)
     frame = _Frame(plot_id, title, (0, len(bars)), (0, y_ticks[-1]))
     frame.y_axis(y_ticks, ylabel)
     slot = frame.inner_w / len(bars)

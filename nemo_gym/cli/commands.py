@@ -319,6 +319,10 @@ def _scores(run_dir: str, variant: str | None, args: argparse.Namespace, side: s
     )
 
 
+FEW_TASKS = 30
+"""Below this many paired tasks, `gym eval compare` warns that its interval is unreliable."""
+
+
 def eval_compare(args: argparse.Namespace) -> int:
     from nemo_gym.analysis import compare
 
@@ -344,12 +348,19 @@ def eval_compare(args: argparse.Namespace) -> int:
     level = f"{100 * args.confidence:g}%"
 
     def lines(p: Any, name: str) -> list[str]:
-        return [
+        out = [
             f"{name}: {p.n} paired tasks; mean {p.metric} A {p.mean_a:.4f}, B {p.mean_b:.4f}",
             f"  B - A = {p.diff:+.4f}  {level} bootstrap interval [{p.low:+.4f}, {p.high:+.4f}]",
             f"  B better on {p.wins}, worse on {p.losses}, tied on {p.ties}; "
             f"sign test p = {p.p_value:.4g}",
         ]
+        if p.n < FEW_TASKS:
+            out.append(
+                f"  only {p.n} tasks: a percentile bootstrap over so few is too narrow (it can "
+                "exclude 0 where the exact sign test finds nothing); read the sign test, and "
+                "compare on more tasks before drawing a conclusion"
+            )
+        return out
 
     print(f"A = {a_label}\nB = {b_label}")
     out = lines(result, "all")

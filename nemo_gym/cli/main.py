@@ -87,6 +87,33 @@ def parse_model(
     return build_model(table, Source(flags=_MODEL_FLAGS))
 
 
+# What each in-process adapter imports when it runs, and the extra that brings it.
+_IN_PROCESS_NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "LivePolicy": (("torch", "local"), ("transformers", "local")),
+    "VLLM": (("vllm", "vllm"),),
+}
+
+
+def check_model_dependencies(model: Any) -> None:
+    """Raise `MissingDependency` naming the extra an in-process model still needs.
+
+    Checked before a run starts, so that a missing extra is one line at once rather than
+    a failed row per task; looked up without importing (torch takes seconds).
+    """
+    import importlib.util
+
+    from nemo_gym.errors import MissingDependency
+
+    for kind in type(model).__mro__:
+        for module, extra in _IN_PROCESS_NEEDS.get(kind.__name__, ()):
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                raise MissingDependency(module, extra)
+
+
 _MODEL_FLAGS = {
     "model": "--model",
     "model.api_key_env": "--api-key-env",
@@ -266,12 +293,39 @@ def _planned(parts: Sequence[Any], repeats: int, shard: tuple[int, int] | None) 
     return total
 
 
-def _existing_rows(output: Path) -> int:
+def _existing_rows(output: Path, retry_failed: bool) -> Any:
+    """The rows a resumed run starts from, for its progress (a `Tally`); rows that are
+    not whole lines or not rollouts are the resume's business, not counted here."""
+    from nemo_gym.cli.progress import Tally
+
     path = output / "rollouts.jsonl"
     if not path.exists():
-        return 0
+        return Tally()
+    done = ok = 0
+    reward_sum = 0.0
     with path.open("rb") as handle:
-        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
+        for line in handle:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict):
+                continue
+            passed = row.get("status") == "ok"
+            if retry_failed and not passed:
+                continue  # it runs again
+            done += 1
+            if passed:
+                ok += 1
+                reward = row.get("reward")
+                reward_sum += float(reward) if isinstance(reward, int | float) else 0.0
+    return Tally(done=done, ok=ok, reward_sum=reward_sum)
+
+
+def _model_activity(model: Any) -> Any:
+    """The model's `activity()` (what it is busy with now), when it has one."""
+    activity = getattr(model, "activity", None)
+    return activity if callable(activity) else None
 
 
 def _eval_run(args: argparse.Namespace) -> int:
@@ -293,13 +347,17 @@ def _eval_run(args: argparse.Namespace) -> int:
         )
     else:
         model = build_model(config.model, source)
+    check_model_dependencies(model)
     names = list(dict.fromkeys(part.env.name for part in parts))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     label = "+".join(names[:3]) + ("+more" if len(names) > 3 else "")
     output = Path(config.output or f"runs/{label}-{stamp}")
     planned = _planned(parts, config.repeats, shard)
-    total = None if planned is None else max(0, planned - _existing_rows(output))
-    progress = None if args.no_progress else Progress(total)
+    progress = None
+    if not args.no_progress:
+        already = _existing_rows(output, args.retry_failed)
+        total = None if planned is None else max(planned, already.done)
+        progress = Progress(total, already=already, status=_model_activity(model))
     # --ray: the same run on Ray actors, in a session this command opens (or joins).
     if (args.workers is not None or args.address is not None) and not args.ray:
         raise ConfigError("--workers and --address need --ray")
@@ -333,16 +391,68 @@ def _eval_run(args: argparse.Namespace) -> int:
     try:
         with ray_session:
             result = asyncio.run(run())
+    except KeyboardInterrupt:
+        result = None
     finally:
         if progress is not None:
             progress.close()
+    if result is None:
+        print(f"gym: interrupted; resume with: {resume_command(args, output)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(summary(result.metrics, result.output))
     if args.report:
         from nemo_gym.analysis import profile, write_report
 
         path = write_report(profile(result.output), result.output / "report.html")
         print(f"report: {path}")
-    return 0
+    verdict = failure_verdict(result.metrics, args.max_failure_rate)
+    if verdict is not None:
+        print(f"gym: {verdict}", file=sys.stderr)
+        return EXIT_FAILURES
+    return EXIT_OK
+
+
+def failure_verdict(metrics: RunMetrics, max_failure_rate: float | None) -> str | None:
+    """Why the run's failures make `gym eval run` exit 1, or None.
+
+    Without `max_failure_rate`, only a run whose every rollout failed; with it, a run
+    whose failed share is above it. Counted over the whole run directory (a resumed
+    run's earlier rows too), as the summary is.
+    """
+    if metrics.n_rollouts == 0 or metrics.n_failed == 0:
+        return None
+    share = metrics.n_failed / metrics.n_rollouts
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(metrics.failures_by_kind.items()))
+    counted = f"{metrics.n_failed} of {metrics.n_rollouts} rollouts failed ({kinds})"
+    if max_failure_rate is None:
+        return f"{counted}; exit status {EXIT_FAILURES}" if metrics.n_ok == 0 else None
+    if share > max_failure_rate:
+        return (
+            f"{counted}: {100 * share:.1f}% is above --max-failure-rate {max_failure_rate:g}; "
+            f"exit status {EXIT_FAILURES}"
+        )
+    return None
+
+
+def resume_command(args: argparse.Namespace, output: Path) -> str:
+    """The command that resumes this run: the one given, with `--output DIR` added when
+    the directory was a default (a new timestamp each time)."""
+    import shlex
+
+    argv = list(getattr(args, "argv", None) or sys.argv[1:])
+    if args.output is None and not _config_names_output(args):
+        argv += ["--output", str(output)]
+    return shlex.join(["gym", *argv])
+
+
+def _config_names_output(args: argparse.Namespace) -> bool:
+    if args.config is None:
+        return False
+    try:
+        config, _ = run_config(args)
+    except (NemoGymError, ValueError):
+        return False
+    return config.output is not None
 
 
 # --------------------------------------------------------------------------- list, search
@@ -362,8 +472,16 @@ def _list(args: argparse.Namespace) -> int:
         name, domain = f"{info.name:<{width}}", f"{info.domain:<{domain_width}}"
         print(f"{name}  {version:<3}  {domain}  {info.description}")
     domains = sorted({info.domain for info in infos})
-    print(f"{len(infos)} environments in {len(domains)} domains: {', '.join(domains)}")
+    print(
+        f"{plural(len(infos), 'environment')} in {plural(len(domains), 'domain')}: "
+        f"{', '.join(domains)}"
+    )
     return 0
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 domain`, `7 domains`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -422,6 +540,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value:g}")
+    return value
+
+
 def _count(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -435,7 +560,8 @@ def _add_run(commands: Any) -> None:
         help="run an evaluation (flags or a config file)",
         description=(
             "Run an evaluation into a run directory (rollouts.jsonl, failures.jsonl, "
-            "metrics.json, run.json); running it again resumes. Several environments make "
+            "metrics.json, run.json); running it again with the same --output resumes it (Ctrl-C "
+            "prints that command). Several environments make "
             "a mixed run; a config file (TOML or YAML) adds weights, per-environment "
             "limits and variants. Flags given with --config override its values."
         ),
@@ -477,6 +603,13 @@ def _add_run(commands: Any) -> None:
         "--success-threshold", type=float, help="reward at which a rollout passes (default 1)"
     )
     run.add_argument("--retry-failed", action="store_true", help="on resume, rerun failed rows")
+    run.add_argument(
+        "--max-failure-rate",
+        type=_share,
+        metavar="RATE",
+        help="exit 1 when more than this share (0-1) of the rollouts failed (default: exit 1 "
+        "only when all failed)",
+    )
     run.add_argument(
         "--env-option", action="append", default=[], metavar="KEY=VALUE", help="env option"
     )
@@ -675,12 +808,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_OK = 0
+"""The command did what it was asked (a run: finished, failures within bounds)."""
+EXIT_FAILURES = 1
+"""`gym eval run` finished, but every rollout failed (or more than --max-failure-rate)."""
+EXIT_USAGE = 2
+"""Bad input: a flag, a file, a name (the message names it); nothing ran."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C; `gym eval run` prints the command that resumes the run."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a bad flag (2, argparse said why)
         return int(exc.code or 0)
+    args.argv = argv
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -690,10 +835,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (NemoGymError, ValueError) as exc:
         message = str(exc) if isinstance(exc, NemoGymError) else f"{type(exc).__name__}: {exc}"
         print(f"gym: error: {message}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
-        print("gym: interrupted; run the same command again to resume", file=sys.stderr)
-        return 130
+        print("gym: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `gym ... | head`: the reader has what it wanted
         sys.stdout = open(os.devnull, "w")  # no flush error at exit
         return 0

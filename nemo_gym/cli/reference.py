@@ -10,16 +10,39 @@ import argparse
 import sys
 from collections.abc import Iterator
 
-from nemo_gym.cli.main import build_parser
+from nemo_gym.cli.main import (
+    EXIT_FAILURES,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    build_parser,
+)
 
 __all__ = ["reference"]
 
-_HEADER = """# `gym` command reference
+_HEADER = f"""# `gym` command reference
 
 Generated from the parser by `python -m nemo_gym.cli.reference > docs/cli.md` (a test
-keeps it in step). Every command takes `--help`. Bad input exits with status 2 and a
-message naming the file, line and field, or the flag. For a guided tour from
+keeps it in step). Every command takes `--help`. For a guided tour from
 `gym eval run` to the report, see [evaluation.md](evaluation.md).
+
+## Exit status
+
+- **{EXIT_OK}**: the command did what it was asked; for `gym eval run`, the run finished
+  with its failures within bounds.
+- **{EXIT_FAILURES}**: `gym eval run` finished, but every rollout failed, or more than
+  `--max-failure-rate` of them. The summary and the run directory are written all the
+  same; failures are counted over the whole run directory (a resumed run's earlier rows
+  too), as the summary is.
+- **{EXIT_USAGE}**: bad input (a flag, a file, a name); the message names the file, line
+  and field, or the flag. Nothing ran.
+- **{EXIT_INTERRUPTED}**: interrupted (Ctrl-C); `gym eval run` prints the command that
+  resumes the run, with `--output DIR` added when the directory was the default.
+
+`gym eval run` is greedy (temperature 0) unless given `--temperature`: an evaluation
+scores the model's best guess, reproducibly. The Python API leaves sampling to the model
+adapter unless given `sampling=` (`Local`: temperature 1.0, what a trainer samples at);
+`gym.evaluate(env, model, sampling=gym.Sampling(temperature=0))` runs what the CLI runs.
 """
 
 

@@ -14,12 +14,18 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from nemo_gym.errors import NemoGymError
+
 log = logging.getLogger(__name__)
+
+_POLL_S = 0.5
 
 T = TypeVar("T")
 
@@ -34,15 +40,26 @@ class LoopThread:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        # Why the loop's thread died (a SystemExit raised by a coroutine, a loop stopped
+        # from inside): every waiting and later call fails with it until close().
+        self._died: BaseException | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         """The running loop (started on first access)."""
         with self._lock:
+            if self._died is not None:
+                raise self._dead_error()
             if self._loop is None or self._loop.is_closed():
                 self._start()
             assert self._loop is not None
             return self._loop
+
+    def _dead_error(self) -> NemoGymError:
+        return NemoGymError(
+            f"{self.name}: its event loop thread died ({self._died!r}); close() it to start anew",
+            code="loop_died",
+        )
 
     def _start(self) -> None:
         loop = asyncio.new_event_loop()
@@ -51,7 +68,16 @@ class LoopThread:
         def serve() -> None:
             asyncio.set_event_loop(loop)
             loop.call_soon(ready.set)
-            loop.run_forever()
+            try:
+                loop.run_forever()
+            except BaseException as exc:
+                log.error("%s: the event loop thread died: %r", self.name, exc)
+                with self._lock:
+                    self._died = exc
+            else:
+                with self._lock:
+                    if self._loop is loop:  # stopped from inside, not by close()
+                        self._died = RuntimeError("the loop was stopped")
 
         thread = threading.Thread(target=serve, name=self.name, daemon=True)
         thread.start()
@@ -70,12 +96,37 @@ class LoopThread:
         if self.in_loop_thread():
             awaitable.close()
             raise RuntimeError(f"{self.name}: run() called from inside its own loop; await it")
-        future = asyncio.run_coroutine_threadsafe(awaitable, self.loop)
         try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise TimeoutError(f"{self.name}: call did not finish within {timeout}s") from None
+            loop = self.loop
+        except NemoGymError:
+            awaitable.close()
+            raise
+        future = asyncio.run_coroutine_threadsafe(awaitable, loop)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            # In slices, so a caller whose loop thread dies under it is told so at once
+            # instead of waiting forever on a future nothing will complete.
+            while not future.done():
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    future.cancel()
+                    raise TimeoutError(f"{self.name}: call did not finish within {timeout}s")
+                step = _POLL_S if remaining is None else min(remaining, _POLL_S)
+                if concurrent.futures.wait([future], timeout=step).done:
+                    break
+                thread = self._thread
+                if thread is not None and thread.is_alive():
+                    continue
+                future.cancel()
+                with self._lock:
+                    if self._died is None and self._loop is loop:
+                        self._died = RuntimeError("the loop thread ended")
+                    died = self._died or RuntimeError("the loop was closed")
+                raise NemoGymError(
+                    f"{self.name}: its event loop thread died ({died!r}) during the call",
+                    code="loop_died",
+                ) from died
+            return future.result()
         except BaseException:
             # KeyboardInterrupt in the caller: stop the work it asked for, too.
             if not future.done():
@@ -87,6 +138,7 @@ class LoopThread:
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
+            self._died = None
         if loop is None or loop.is_closed():
             return
 
@@ -96,6 +148,12 @@ class LoopThread:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
+        if thread is not None and not thread.is_alive():
+            # The loop's thread died: drive the loop here to cancel what it left behind.
+            with contextlib.suppress(RuntimeError):  # called from a running loop
+                loop.run_until_complete(drain())
+            loop.close()
+            return
         try:
             asyncio.run_coroutine_threadsafe(drain(), loop).result(10)
         except Exception as exc:  # the process is going down; say so and carry on

@@ -55,7 +55,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nemo_gym.errors import ConfigError, ModelError, require
+from nemo_gym.errors import ConfigError, MissingDependency, ModelError, require
 from nemo_gym.knobs import KNOBS, NEUTRAL, active_knobs, refuse_knobs
 from nemo_gym.models.base import ModelAdapter, RetryPolicy
 from nemo_gym.models.chat import ChatTemplate, ToolFormat
@@ -404,6 +404,13 @@ class LivePolicy(ModelAdapter):
         self._generating: int | None = None
         self._foreign_forwards = 0
         self._hooks: list[Any] = []
+        # Why the worker thread died (a missing extra, a crash outside a batch); set, every
+        # request fails at once with it until close().
+        self._broken: Exception | None = None
+        # What the worker does now, for activity(): written by the worker only.
+        self._doing: str | None = None
+        self._batch_rows = 0
+        self._batch_tokens = 0
         # The event loop takes this one, and must never wait behind a slow model load.
         self._worker_lock = threading.Lock()
 
@@ -433,6 +440,17 @@ class LivePolicy(ModelAdapter):
         """Counters so far: requests, batches, largest batch, tokens, continuations, timings."""
         with self._stats_lock:
             return self._stats
+
+    def activity(self) -> str | None:
+        """What the worker thread is doing now, for a progress display: "loading NAME",
+        "generating N replies: T tokens so far", or None when idle."""
+        doing = self._doing
+        if doing == "loading":
+            return f"loading {self.name}"
+        if doing == "generating":
+            rows, tokens = self._batch_rows, self._batch_tokens
+            return f"generating {rows} repl{'y' if rows == 1 else 'ies'}: {tokens} tokens so far"
+        return None
 
     @property
     def weights_version(self) -> int:
@@ -494,6 +512,7 @@ class LivePolicy(ModelAdapter):
             hooks, self._hooks = self._hooks, []
             for hook in hooks:  # the caller's model is left as it was given
                 hook.remove()
+            self._broken = None
 
     async def aclose(self) -> None:
         """`close()` without blocking the event loop. Idempotent."""
@@ -534,8 +553,11 @@ class LivePolicy(ModelAdapter):
                 raise ModelError(str(exc), code="bad_request") from exc
             Knobs.of(sampling.extra, kind)
             pendings.append(_Pending(request, sampling, loop, loop.create_future()))
-        # Under the worker lock, so a concurrent close() cannot strand these requests.
+        # Under the worker lock, so a concurrent close() or a dying worker cannot strand
+        # these requests.
         with self._worker_lock:
+            if self._broken is not None:
+                raise _copy_error(self._broken)
             self._ensure_worker()
             for pending in pendings:
                 self._queue.put(pending)
@@ -633,29 +655,46 @@ class LivePolicy(ModelAdapter):
         """Per-thread setup in the worker (`Local` sets torch's thread count here)."""
 
     def _work(self) -> None:
-        self._on_worker_start()
-        while True:
-            first = self._queue.get()
-            if first is _CLOSE:
-                return
-            batch = [first]
-            deadline = time.monotonic() + self.batch_window_s
-            closing = False
-            while len(batch) < self.max_batch_size:
-                remaining = deadline - time.monotonic()
-                try:
-                    item = self._queue.get(timeout=remaining) if remaining > 0 else None
-                    if item is None:
-                        item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _CLOSE:
-                    closing = True
-                    break
-                batch.append(item)
-            self._serve(batch)
-            if closing:
-                return
+        batch: list[_Pending] = []
+        try:
+            self._on_worker_start()
+            while True:
+                batch, closing = self._next_batch()
+                if batch:
+                    self._serve(batch)
+                batch = []
+                if closing:
+                    return
+        except BaseException as exc:
+            # A dead worker would strand every request queued for it (the caller awaits
+            # a future nothing resolves): fail them, and every later one, with its error.
+            error = _as_model_error(exc)
+            log.error("the worker thread of %s died: %s", self.name, error)
+            with self._worker_lock:
+                self._broken = error
+                for pending in batch:
+                    _deliver(pending, None, error)
+                self._fail_queued(error)
+
+    def _next_batch(self) -> tuple[list[_Pending], bool]:
+        """The next batch (blocking), and whether close() was asked for."""
+        first = self._queue.get()
+        if first is _CLOSE:
+            return [], True
+        batch = [first]
+        deadline = time.monotonic() + self.batch_window_s
+        while len(batch) < self.max_batch_size:
+            remaining = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=remaining) if remaining > 0 else None
+                if item is None:
+                    item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _CLOSE:
+                return batch, True
+            batch.append(item)
+        return batch, False
 
     def _fail_queued(self, error: Exception) -> None:
         while True:
@@ -676,11 +715,16 @@ class LivePolicy(ModelAdapter):
         if not live:
             return
         try:
+            if self._model is None:
+                self._doing = "loading"
             self._ensure_model()
         except Exception as exc:
+            self._doing = None
+            error = _as_model_error(exc)
             for pending in live:
-                _deliver(pending, None, exc)
+                _deliver(pending, None, error)
             return
+        self._doing = None
         rows: list[_Row] = []
         for pending in live:
             try:
@@ -696,6 +740,7 @@ class LivePolicy(ModelAdapter):
             started = time.perf_counter()
             version = self._weights.observe(self._model)
             modes = [(module, module.training) for module in self._model.modules()]
+            self._doing, self._batch_rows, self._batch_tokens = "generating", len(rows), 0
             try:
                 self._model.eval()
                 with self._grad_guard():
@@ -706,6 +751,7 @@ class LivePolicy(ModelAdapter):
                     _deliver(row.pending, None, _as_model_error(exc))
                 return
             finally:
+                self._doing = None
                 for module, training in modes:
                     module.training = training
                 with self._modes:
@@ -868,6 +914,7 @@ class LivePolicy(ModelAdapter):
     def _advance(self, row: _Row, token: int, logprob: float) -> None:
         if row.knobs.repetition_penalty != 1.0:
             row.seen.add(token)
+        self._batch_tokens += 1
         row.completion.append(token)
         row.logprobs.append(logprob)
         if token in self._eos_ids:
@@ -982,13 +1029,31 @@ class _WeightsWatch:
         return positions
 
 
-def _as_model_error(exc: Exception) -> Exception:
-    # Our own errors (and MissingDependency, an ImportError) already say what is wrong.
-    if isinstance(exc, ModelError | ConfigError | ImportError):
+def _as_model_error(exc: BaseException) -> Exception:
+    """`exc` as the failure it is for the rollout (a `ModelError` unless it is the user's
+    `ConfigError`), its message kept."""
+    if isinstance(exc, ModelError | ConfigError):
         return exc
-    error = ModelError(f"local generation failed: {type(exc).__name__}: {exc}", code="local")
+    if isinstance(exc, MissingDependency):
+        # A model failure (the model could not run), still naming the extra to install.
+        error = ModelError(str(exc), code="missing_dependency")
+    elif isinstance(exc, ImportError):
+        error = ModelError(f"local generation failed: {exc}", code="missing_dependency")
+    else:
+        error = ModelError(f"local generation failed: {type(exc).__name__}: {exc}", code="local")
     error.__cause__ = exc
     return error
+
+
+def _copy_error(error: Exception) -> Exception:
+    """A fresh exception per request, so tracebacks do not pile up on one instance."""
+    copy = (
+        ModelError(str(error), code=error.code)
+        if isinstance(error, ModelError)
+        else ConfigError(str(error))
+    )
+    copy.__cause__ = error.__cause__
+    return copy
 
 
 def _deliver(pending: _Pending, response: ModelResponse | None, error: Exception | None) -> None:

@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from nemo_gym.errors import ConfigError, ModelError, NemoGymError, require
+from nemo_gym.errors import ConfigError, MissingDependency, ModelError, NemoGymError, require
 from nemo_gym.models.base import ModelAdapter, RetryPolicy
 from nemo_gym.models.chat import ChatTemplate, ToolFormat
 from nemo_gym.models.policy import DEFAULT_SAMPLING, check_sampling
@@ -158,6 +158,9 @@ class VLLM(ModelAdapter):
         # A handed offline LLM: a worker thread batching requests.
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
+        # Why the offline worker died; set, requests fail at once with it until aclose().
+        self._worker_error: ModelError | None = None
+        self._worker_lock = threading.Lock()
 
     # -- public surface --------------------------------------------------------------
 
@@ -234,8 +237,7 @@ class VLLM(ModelAdapter):
         prepared = self._prepare(request, n)
         if self._offline:
             future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            self._ensure_worker()
-            self._queue.put((prepared, asyncio.get_running_loop(), future))
+            self._enqueue((prepared, asyncio.get_running_loop(), future))
             output = await future
         else:
             output = await self._on_engine_loop(self._run(prepared))
@@ -416,7 +418,10 @@ class VLLM(ModelAdapter):
             loop.run_until_complete(self._build())
         except BaseException as exc:
             error: Exception
-            if isinstance(exc, NemoGymError):  # a missing extra or a bad argument: as is
+            if isinstance(exc, MissingDependency):  # a model failure, naming the extra
+                error = ModelError(str(exc), code="missing_dependency")
+                error.__cause__ = exc
+            elif isinstance(exc, NemoGymError):  # a bad argument: as is
                 error = exc
             else:
                 error = ModelError(
@@ -492,13 +497,18 @@ class VLLM(ModelAdapter):
         if worker is not None and worker.is_alive():
             self._queue.put(None)
             worker.join()
+        with self._worker_lock:
+            self._fail_queued(ModelError("VLLM was closed", code="closed"))
+            self._worker_error = None
+
+    def _fail_queued(self, error: ModelError) -> None:
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                break
+                return
             if item is not None:
-                _resolve(item[1], item[2], None, ModelError("VLLM was closed", code="closed"))
+                _resolve(item[1], item[2], None, error)
 
     def _stop_engine(self) -> None:
         started = self._started
@@ -531,57 +541,83 @@ class VLLM(ModelAdapter):
 
     # -- a handed offline LLM ---------------------------------------------------------
 
-    def _ensure_worker(self) -> None:
-        with self._start_lock:
+    def _enqueue(self, entry: tuple[_Prepared, asyncio.AbstractEventLoop, Any]) -> None:
+        # Under the lock a dying worker takes to fail what is queued: no entry is stranded.
+        with self._worker_lock:
+            if self._worker_error is not None:
+                raise ModelError(str(self._worker_error), code=self._worker_error.code)
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(
                     target=self._offline_work, name=f"nemo_gym.{self!r}.offline", daemon=True
                 )
                 self._worker.start()
+            self._queue.put(entry)
 
     def _offline_work(self) -> None:
-        inputs = require("vllm.inputs", "vllm")
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            batch = [first]
-            deadline = time.monotonic() + self.batch_window_s
-            closing = False
+        batch: list[Any] = []
+        try:
+            inputs = require("vllm.inputs", "vllm")
             while True:
-                remaining = deadline - time.monotonic()
-                try:
-                    item = self._queue.get(timeout=remaining) if remaining > 0 else None
-                    if item is None and remaining <= 0:
-                        item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    closing = True
-                    break
-                batch.append(item)
-            live = [entry for entry in batch if not entry[2].done()]
-            if live:
-                try:
-                    _wake_for_generation(self._engine)
-                    outputs = self._engine.generate(
-                        [inputs.TokensPrompt(prompt_token_ids=e[0].prompt.ids) for e in live],
-                        [e[0].params for e in live],
-                        use_tqdm=False,
-                    )
-                except Exception as exc:
-                    error = (
-                        exc
-                        if isinstance(exc, ModelError)
-                        else ModelError(f"vLLM generation failed: {type(exc).__name__}: {exc}")
-                    )
-                    for _, loop, future in live:
-                        _resolve(loop, future, None, error)
-                else:
-                    for (_, loop, future), output in zip(live, outputs, strict=True):
-                        _resolve(loop, future, output, None)
-            if closing:
-                return
+                first = self._queue.get()
+                if first is None:
+                    return
+                batch = [first]
+                closing = self._fill(batch)
+                self._generate_offline(inputs, batch)
+                batch = []
+                if closing:
+                    return
+        except BaseException as exc:
+            # A dead worker would strand every queued request: fail them, and every
+            # later one, with its error (a model failure naming what is wrong).
+            error = ModelError(f"the vLLM worker thread died: {exc}", code="worker_died")
+            if isinstance(exc, MissingDependency):
+                error = ModelError(str(exc), code="missing_dependency")
+            error.__cause__ = exc
+            log.error("%s", error)
+            with self._worker_lock:
+                self._worker_error = error
+                for _, loop, future in batch:
+                    _resolve(loop, future, None, error)
+                self._fail_queued(error)
+
+    def _fill(self, batch: list[Any]) -> bool:
+        """Add what arrives within the batch window to `batch`; True when closing."""
+        deadline = time.monotonic() + self.batch_window_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=remaining) if remaining > 0 else None
+                if item is None and remaining <= 0:
+                    item = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if item is None:
+                return True
+            batch.append(item)
+
+    def _generate_offline(self, inputs: Any, batch: list[Any]) -> None:
+        live = [entry for entry in batch if not entry[2].done()]
+        if not live:
+            return
+        try:
+            _wake_for_generation(self._engine)
+            outputs = self._engine.generate(
+                [inputs.TokensPrompt(prompt_token_ids=e[0].prompt.ids) for e in live],
+                [e[0].params for e in live],
+                use_tqdm=False,
+            )
+        except Exception as exc:
+            error = (
+                exc
+                if isinstance(exc, ModelError)
+                else ModelError(f"vLLM generation failed: {type(exc).__name__}: {exc}")
+            )
+            for _, loop, future in live:
+                _resolve(loop, future, None, error)
+        else:
+            for (_, loop, future), output in zip(live, outputs, strict=True):
+                _resolve(loop, future, output, None)
 
 
 def _resolve(

@@ -1,20 +1,21 @@
-"""The nemo_gym pytest plugin: `async def` tests, and the `scripted_model`,
-`fake_openai` and `gym_task` fixtures.
+"""The nemo_gym pytest plugin: the `nemo_gym` marker for `async def` tests, and the
+`scripted_model`, `fake_openai` and `gym_task` fixtures.
 
 Registered under the ``pytest11`` entry point, so it loads in every pytest session of
 every project that installs nemo_gym. It therefore imports nothing at module level beyond
 what `import nemo_gym` loads anyway: each fixture imports what it needs (the openai SDK,
-the scripted model) when a test asks for it.
-
-`async def test_...` functions run on a fresh event loop each (`asyncio.run`) with no
-other plugin: testing a verifier needs nothing but pytest. Where pytest-asyncio is
-active, or a test is marked for anyio, those plugins run it instead, as their
-configuration says. Async *fixtures* need pytest-asyncio (or anyio).
+the scripted model) when a test asks for it. For the same reason it takes over no test
+it was not asked to: only `async def` tests marked ``@pytest.mark.nemo_gym`` (or in a
+module with ``pytestmark = pytest.mark.nemo_gym``) run on a fresh event loop each
+(`asyncio.run`), so testing a verifier needs nothing but pytest. A marked test that
+pytest-asyncio or anyio also claims (auto mode, an ``asyncio``/``anyio`` marker) is left
+to them. Async *fixtures* need pytest-asyncio (or anyio).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -26,21 +27,48 @@ if TYPE_CHECKING:
     from nemo_gym.records import Task
     from nemo_gym.testing.fakes import FakeOpenAI
 
+MARKER = "nemo_gym"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}: run this async def test on a fresh event loop (nemo_gym's pytest plugin; "
+        "no async plugin needed)",
+    )
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    """Run an `async def` test on a fresh loop, unless another async plugin owns it."""
+    """Run an `async def` test marked `nemo_gym` on a fresh loop, unless another async
+    plugin claims it too."""
     function = pyfuncitem.obj
+    if pyfuncitem.get_closest_marker(MARKER) is None:
+        return None
+    # pytest-asyncio marks what it runs `asyncio` (auto mode marks every async test).
+    if any(pyfuncitem.get_closest_marker(name) is not None for name in ("asyncio", "anyio")):
+        return None
+    hypothesis = getattr(function, "hypothesis", None)
+    inner = getattr(hypothesis, "inner_test", None)
+    if inspect.iscoroutinefunction(inner):
+        # A hypothesis test: its wrapper is sync and calls the async body once per
+        # example; run each example on a fresh loop and let pytest call the wrapper.
+        hypothesis.inner_test = _on_fresh_loop(inner)  # type: ignore[union-attr]
+        return None
     if not inspect.iscoroutinefunction(function):
-        return None
-    if pyfuncitem.config.pluginmanager.has_plugin("asyncio"):
-        return None
-    if pyfuncitem.get_closest_marker("anyio") is not None:
         return None
     names = pyfuncitem._fixtureinfo.argnames
     arguments = {name: pyfuncitem.funcargs[name] for name in names}
     asyncio.run(function(**arguments))
     return True
+
+
+def _on_fresh_loop(function: Callable[..., Any]) -> Callable[..., None]:
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(function(*args, **kwargs))
+
+    return run
 
 
 @pytest.fixture

@@ -427,14 +427,26 @@ class WorkerPool:
         if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         ref = _function_ref(fn)
-        worker = await self._acquire()
         loop = asyncio.get_running_loop()
-        try:
-            worker.conn.send((ref, args, float(timeout)))
-        except BaseException:
-            # Pickling fails before a byte is written: the worker is still clean.
-            self._release(worker)
-            raise
+        for attempt in (1, 2):
+            worker = await self._acquire()
+            try:
+                worker.conn.send((ref, args, float(timeout)))
+                break
+            except (EOFError, OSError) as exc:
+                # The idle worker died since its last call (killed from outside, OOM):
+                # released as idle, it would fail every later call. Replace it; nothing
+                # ran yet, so one other worker may take the call.
+                self._discard(worker, replace=True)
+                self.stats["crashed"] += 1
+                if attempt == 2 or self._closed:
+                    raise WorkerCrashed(
+                        f"worker {worker.pid} was dead before it could run {ref}: {exc}"
+                    ) from None
+            except BaseException:
+                # Pickling fails before a byte is written: the worker is still clean.
+                self._release(worker)
+                raise
         started = time.monotonic()
         try:
             if ref not in worker.refs:

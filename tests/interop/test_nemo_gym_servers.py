@@ -5,14 +5,9 @@ NeMo Gym's own verifier gives, except the documented differences (DIFFERENCES, a
 in docs/coming-from-nemo-gym.md).
 
 The comparison calls NeMo Gym's `verify` in another venv (`tests/interop/nemo_gym_reference.py`
-under $NEMO_GYM_REFERENCE_PYTHON, default /work/venvs/catalog/bin/python); without that
-venv those tests skip, saying so. `bash scripts/test-nemo-gym-reference.sh` (what CI runs)
-builds it and runs them; by hand:
-
-    python3 -m venv /work/venvs/catalog
-    pip download --no-deps --ignore-requires-python nemo-gym==0.7.0 -d /tmp/w
-    /work/venvs/catalog/bin/pip install --no-deps --ignore-requires-python /tmp/w/*.whl
-    /work/venvs/catalog/bin/pip install -r tests/interop/nemo_gym_reference.txt
+under $NEMO_GYM_REFERENCE_PYTHON, default the venv the script below builds,
+.venv-nemo-gym-reference); without that venv those tests skip, saying so.
+`bash scripts/test-nemo-gym-reference.sh` (what CI runs) builds it and runs them.
 """
 
 from __future__ import annotations
@@ -35,7 +30,11 @@ from nemo_gym.records import Message, Task, ToolCall
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nemo_gym"
 REFERENCE = Path(__file__).with_name("nemo_gym_reference.py")
-PYTHON = os.environ.get("NEMO_GYM_REFERENCE_PYTHON", "/work/venvs/catalog/bin/python")
+# The venv scripts/test-nemo-gym-reference.sh builds, in the checkout.
+PYTHON = os.environ.get(
+    "NEMO_GYM_REFERENCE_PYTHON",
+    str(Path(__file__).resolve().parents[2] / ".venv-nemo-gym-reference" / "bin" / "python"),
+)
 
 # (server, reply, task or "*") -> (ours, NeMo Gym's, why): where our reward differs, on purpose.
 DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
@@ -254,7 +253,10 @@ def all_cases() -> dict[str, list[Case]]:
 @pytest.fixture(scope="module")
 def reference(all_cases: dict[str, list[Case]]) -> dict[tuple[str, str, str], dict[str, Any]]:
     if not Path(PYTHON).is_file():
-        missing = f"no NeMo Gym reference venv at {PYTHON} (set NEMO_GYM_REFERENCE_PYTHON)"
+        missing = (
+            "no NeMo Gym reference venv: bash scripts/test-nemo-gym-reference.sh builds it "
+            "and runs these (or set NEMO_GYM_REFERENCE_PYTHON)"
+        )
         if os.environ.get("NEMO_GYM_REQUIRE_REFERENCE"):  # scripts/test-nemo-gym-reference.sh
             pytest.fail(missing)
         pytest.skip(missing)
