@@ -24,21 +24,9 @@ from nemo_gym.models import ScriptedModel
 from nemo_gym.records import ModelRequest
 from nemo_gym.testing.hacks import HackResult, results_table, run_reply_hacks
 
-PENDING_ISSUE_21 = frozenset(
-    {
-        # answer extraction takes the last of several boxed answers (nemo_gym/verify/extract)
-        ("arithmetic", "boxed_many"),
-        ("arithmetic_small", "boxed_many"),
-        ("hotpotqa", "boxed_many"),
-        ("short_answer", "boxed_many"),
-        # the question's own expression is read as the answer (verify/math.py)
-        ("math", "echo_prompt"),
-    }
-)
-"""(environment, hack class) pairs the answer-extraction fix of issue 21 closes."""
-
-PENDING = PENDING_ISSUE_21
-NOTES = {pair: "issue 21" for pair in PENDING_ISSUE_21}
+PENDING: frozenset[tuple[str, str]] = frozenset()
+"""(environment, hack class) pairs a fix elsewhere is known to close (none open)."""
+NOTES: dict[tuple[str, str], str] = {}
 HACK_TASKS = 2
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
 BEGIN = "<!-- hack-table: begin (python tests/test_hacks.py --write) -->\n"

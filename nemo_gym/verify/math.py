@@ -48,6 +48,7 @@ from nemo_gym.verify.extract import (
     check_percent_policy,
     extract_answer,
     last_boxed,
+    parse_number,
     spelled_number,
 )
 from nemo_gym.verify.pool import WorkerError, WorkerPool
@@ -203,6 +204,20 @@ def _fast_verdict(gold: str, answer: str, conventions: Conventions) -> bool | No
 _math_pool_instance: WorkerPool | None = None
 
 
+def _question(task: Task) -> str:
+    if task.prompt is not None:
+        return task.prompt
+    return "\n".join(m.content or "" for m in task.messages if m.role == "user")
+
+
+def _restates(answer: str, question: str | None) -> bool:
+    """Whether `answer` is an expression (not a lone number) written in `question`."""
+    if not question or parse_number(answer) is not None:
+        return False
+    squeeze = "".join(answer.split())
+    return len(squeeze) > 1 and squeeze in "".join(question.split())
+
+
 async def verify_math(
     prediction: str,
     gold: Any,
@@ -212,8 +227,14 @@ async def verify_math(
     percent: PercentPolicy = "strip",
     log: LogPolicy = "natural",
     pool: WorkerPool | None = None,
+    question: str | None = None,
 ) -> MathResult:
     """Judge a model's reply against a gold answer (a bare answer: `"\\frac{1}{2}"`, `42`).
+
+    With `question` (the task's prompt), an unanchored answer that is an expression
+    copied from the question (`\\frac{3}{4} + \\frac{1}{6}` for "What is
+    $\\frac{3}{4} + \\frac{1}{6}$?") is the question restated, not an answer: it has
+    no answer, though it equals the gold (a policy echoing the prompt would score).
 
     Raises `VerifierError` when the verdict cannot be reached: the deadline passed,
     the worker crashed, or the gold answer cannot be parsed.
@@ -233,6 +254,8 @@ async def verify_math(
         return MathResult(False, None, "fast", "ambiguous", skipped)
     if answer is None and anchor == "none" and no_anchor != "math_verify":
         return MathResult(False, None, "fast", "none", skipped)
+    if anchor == "last_number" and answer is not None and _restates(answer, question):
+        return MathResult(False, None, "fast", "none", (*skipped, answer))
     if answer is not None:
         verdict = _fast_verdict(gold_text, answer, conventions)
         if verdict is not None:
@@ -339,7 +362,16 @@ class MathVerifier:
         """Score the last assistant message against `task.answer`."""
         if task.answer is None:
             raise VerifierError(f"task {task.id} has no answer to verify against")
-        result = await self.check(trajectory.final_text, task.answer)
+        result = await verify_math(
+            trajectory.final_text,
+            task.answer,
+            timeout=self.timeout,
+            no_anchor=self.no_anchor,
+            percent=self.percent,
+            log=self.log,
+            pool=self.pool,
+            question=_question(task),
+        )
         return result.to_rewards()
 
     def __repr__(self) -> str:

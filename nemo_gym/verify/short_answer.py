@@ -30,7 +30,7 @@ from nemo_gym.errors import ConfigError
 from nemo_gym.limits import loads_json
 from nemo_gym.records import Rewards, Task, Trajectory
 from nemo_gym.verify.common import GoldFn, get_gold, gold_strings, response_text
-from nemo_gym.verify.extract import last_boxed, parse_number
+from nemo_gym.verify.extract import boxed_answer, boxed_spans, parse_number
 from nemo_gym.verify.text import normalize_answer, token_f1
 
 __all__ = ["ShortAnswer", "answer_forms", "contains_answer", "extract_short_answer", "same_answer"]
@@ -76,6 +76,16 @@ def _json_answer(reply: str) -> str | None:
     return None
 
 
+def _one_box(reply: str) -> str | None:
+    """The one boxed answer a reply commits to, or None. Several boxes with different
+    answers are none (no words commit to one, or they form a list: one short answer
+    never spans several boxes), so boxing every candidate never credits the gold."""
+    found = boxed_answer(reply, single=True)
+    if found is None or found.answer is None:
+        return None
+    return _TEXT_WRAP.sub(r"\1", found.answer).strip()
+
+
 def extract_short_answer(reply: str, extract: Extract = "final_answer") -> str | None:
     """The answer part of `reply` by `extract` (see the module doc), or None."""
     if extract == "boxed" or extract == "final_answer":
@@ -83,14 +93,19 @@ def extract_short_answer(reply: str, extract: Extract = "final_answer") -> str |
             found = _FINAL.findall(reply)
             if found:
                 return found[-1].strip().rstrip(".").strip()
-        boxed = last_boxed(reply)
-        return _TEXT_WRAP.sub(r"\1", boxed).strip() if boxed is not None else None
+        return _one_box(reply)
     if extract == "last_line":
         lines = [line.strip() for line in reply.splitlines() if line.strip()]
         return lines[-1] if lines else None
     if extract == "json":
         found = _json_answer(reply)
-        return found if found is not None else (reply.strip() or None)
+        if found is not None:
+            return found
+        # No JSON: a boxed answer is the answer (several different boxes with no
+        # commitment are none; under match="contains" they would credit a hedge).
+        if boxed_spans(reply):
+            return _one_box(reply)
+        return reply.strip() or None
     if extract == "full":
         return reply.strip() or None
     raise ConfigError(f"unknown extract {extract!r}; one of {', '.join(EXTRACTS)}")

@@ -11,6 +11,7 @@ import asyncio
 from fractions import Fraction
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -448,3 +449,54 @@ def test_a_bold_letter_opening_the_reply(letters: str, data) -> None:
         )
     )
     assert extract_choice(form.format(a=a), letters=letters) == a
+
+
+# -- Readers of one boxed answer apply the commitment rule (the reward-hacking suite's
+# boxed_many class scored 1 on arithmetic, short_answer and hotpotqa by boxing every
+# candidate; math scored the question's own expression echoed back).
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The answer is \\boxed{41} \\boxed{43} \\boxed{42}",
+        "Final answer: \\boxed{42} \\boxed{43} \\boxed{41}",
+        "\\boxed{41}. Or maybe \\boxed{42}",
+    ],
+)
+def test_boxing_every_candidate_reads_no_integer(reply: str) -> None:
+    from nemo_gym.verify.extract import extract_number, final_integer
+
+    assert final_integer(reply).value != 42
+    found = extract_number(reply)
+    assert found is None or found.value != 42
+
+
+def test_a_revised_box_is_still_the_integer() -> None:
+    from nemo_gym.verify.extract import final_integer
+
+    assert (
+        final_integer("At first I got \\boxed{41}, but I made a mistake: \\boxed{42}").value == 42
+    )
+    assert final_integer("So the total is \\boxed{42}.").value == 42
+
+
+@pytest.mark.parametrize("extract", ["boxed", "json"])
+def test_a_short_answer_is_one_box_never_a_list_of_candidates(extract: str) -> None:
+    from nemo_gym.verify.short_answer import extract_short_answer
+
+    hedge = "The answer is \\boxed{Rhine} \\boxed{42} \\boxed{Danube}"
+    assert extract_short_answer(hedge, extract) is None  # type: ignore[arg-type]
+    assert extract_short_answer("It is \\boxed{Danube}.", extract) == "Danube"  # type: ignore[arg-type]
+
+
+async def test_the_question_s_own_expression_is_no_math_answer() -> None:
+    from nemo_gym.verify.math import verify_math
+
+    question = "What is $\\frac{3}{4} + \\frac{1}{6}$? Put your final answer within \\boxed{}."
+    echoed = await verify_math(question, "\\frac{11}{12}", question=question)
+    assert not echoed.correct and echoed.extracted_answer is None
+    worked = "$\\frac{3}{4} + \\frac{1}{6} = \\frac{9}{12} + \\frac{2}{12} = \\frac{11}{12}$"
+    assert (await verify_math(worked, "\\frac{11}{12}", question=question)).correct
+    # a lone number copied from the question can be the answer ("the larger of 3 and 7")
+    assert (await verify_math("It is 7", "7", question="Which is larger, 3 or 7?")).correct

@@ -4,7 +4,9 @@ Every verifier and built-in environment reads answers through these functions, s
 fix to how a form is read (a boxed answer, a price in math delimiters, a negated
 option letter) reaches all of them at once.
 
-- Where answers sit: `strip_thinking` (drop ``<think>...</think>``), `last_boxed`,
+- Where answers sit: `strip_thinking` (drop ``<think>...</think>``), `boxed_answer`
+  (the box a reply commits to; several different boxes with no commitment are no
+  answer), `last_boxed` (the last box as written),
   `boxed_spans`, `MATH_SPAN` (``$...$``, ``\\(...\\)``, ``\\[...\\]``; an escaped
   ``\\$`` is content), `fenced_blocks` (Markdown code fences).
 - Math answers: `extract_answer` (``\\boxed{}`` > "the answer is" > last number, with
@@ -32,6 +34,7 @@ from nemo_gym.verify.extract._math import (
     Anchor,
     Extraction,
     NoAnchorPolicy,
+    boxed_answer,
     extract_answer,
     is_blank,
 )
@@ -76,6 +79,7 @@ __all__ = [
     "NoAnchorPolicy",
     "ParsedNumber",
     "PercentPolicy",
+    "boxed_answer",
     "boxed_spans",
     "check_percent_policy",
     "extract_answer",

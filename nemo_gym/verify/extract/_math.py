@@ -264,6 +264,27 @@ def _boxed(text: str, boxes: list[Boxed], skipped: list[str]) -> Extraction | No
     return None
 
 
+def boxed_answer(text: str, *, single: bool = False) -> Extraction | None:
+    """The box a reply commits to, under `extract_answer`'s commitment rule; None when
+    the reply has no box.
+
+    The answer is None (anchor "ambiguous") when several boxes state different answers
+    with no words that commit to one: a reply that boxes every candidate has no answer,
+    never its last box. With `single`, boxes of one sentence joined into a list
+    ("\\boxed{2} and \\boxed{3}") are no answer either: readers of one number or one
+    short answer use that, rather than `last_boxed`, which reads the text as it is.
+    """
+    boxes = boxed_spans(text)
+    if not boxes:
+        return None
+    found = _boxed(text, boxes, [])
+    if single and found is not None and found.answer is not None:
+        contents = tuple(dict.fromkeys(box.content for box in boxes if box.content))
+        if found.answer not in contents:
+            return Extraction(None, "ambiguous", found.skipped, contents)
+    return found
+
+
 def _correction(text: str, end: int) -> str | None:
     """An unboxed correction after the last box: "\\boxed{5}. Hold on, I dropped a
     sign; it is -3." gives -3 (a hypothetical "if ..., it would be 7" does not)."""

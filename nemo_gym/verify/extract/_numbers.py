@@ -14,7 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
-from nemo_gym.verify.extract._spans import last_boxed
+from nemo_gym.verify.extract._math import boxed_answer
 
 PercentPolicy = Literal["strip", "value", "either"]
 """What a written percent means: ``"strip"`` (the sign is a unit: 6% is 6, the MATH and
@@ -64,7 +64,6 @@ _NUMBER = re.compile(
     re.VERBOSE,
 )
 _WINDOW = 16_384
-_BOXED = re.compile(r"\\boxed\s{0,2}\{")
 _STATED = re.compile(r"(?i)(?<![a-z])answer(?:\s{1,3}is|\s{0,3}[:=])")
 _DASHES = str.maketrans({"−": "-", "–": "-", "\u00a0": " ", "\u202f": " ", "\u2009": " "})
 
@@ -121,16 +120,16 @@ def _last_number(text: str, start: int = 0, end: int | None = None) -> ParsedNum
 def extract_number(text: str) -> ParsedNumber | None:
     """The final numeric answer in a reply.
 
-    The number in the last ``\\boxed{}``, else the first number after the last
-    ``answer is`` / ``Answer:``, else the last number in the text.
+    The number in the ``\\boxed{}`` the reply commits to (`boxed_answer`: several
+    boxes with different answers and no commitment are no answer), else the first number
+    after the last ``answer is`` / ``Answer:``, else the last number in the text.
     """
     text = normalize_text(text)
-    box = text.rfind("\\boxed")
-    if box >= 0 and (m := _BOXED.match(text, box)) is not None:
-        close = text.find("}", m.end())
-        # \boxed{\frac{1}{2}} nests braces: take a bounded window, not the first "}"
-        end = min(len(text), m.end() + 200) if close < 0 or "{" in text[m.end() : close] else close
-        found = _last_number(text, m.end(), end)
+    boxed = boxed_answer(text, single=True)
+    if boxed is not None:
+        if boxed.answer is None:  # several boxes, no commitment: no answer
+            return None
+        found = _last_number(boxed.answer)
         if found is not None:
             return found
     stated = None
@@ -175,13 +174,17 @@ def _integer_value(number: ParsedNumber) -> int | None:
 
 
 def final_integer(text: str) -> IntegerAnswer:
-    """The answer as an integer: the last ``\\boxed{}``, else as `extract_number` reads it.
+    """The answer as an integer: the ``\\boxed{}`` the reply commits to (`boxed_answer`),
+    else as `extract_number` reads it.
 
     A box must hold one number as a whole (``\\boxed{x+1}`` is not the integer 1); a box
     that holds something else is still the answer (no fallback to an earlier number).
     """
-    boxed = last_boxed(text)
-    if boxed is not None:
+    found_box = boxed_answer(text, single=True)
+    if found_box is not None:
+        boxed = found_box.answer
+        if boxed is None:  # several boxes, no commitment: no answer
+            return IntegerAnswer(None, None, True)
         number = parse_number(boxed.strip(_BOX_WRAPPING))
         if number is None:
             return IntegerAnswer(boxed, None, True)
