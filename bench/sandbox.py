@@ -18,7 +18,9 @@ Rows (milliseconds, median and p90 over --n runs):
   shared remote-provider layer (`nemo_gym.sandbox.remote.common`: labels, rate limiter,
   the baseline listing at start, the rollout clock) over the stand-in service of the
   tests, whose sandboxes are `local` ones; the difference is the layer's own share.
-  `pooled` takes a warm sandbox and gives it back through the checked reset.
+  `pooled` takes a warm sandbox and gives it back through the checked reset. `e2b`:
+  the real E2B SDK against its loopback fake (`tests/sandbox/e2b_fake.py`), whose
+  sandboxes are `local` ones: the client's share (SDK, HTTP, Connect) beside `local`.
 - `floor: ...`: what the machine charges for the primitives underneath: a bare
   `os.fork()` + `os._exit` + `waitpid` of a small Python process (the worker's imports,
   no sandbox), and `posix_spawn` of `/bin/true`. The fork path cannot beat the first.
@@ -198,6 +200,22 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
             RemoteProvider(LocalServiceBackend(LocalService()), labels=labels, pool_size=1),
         ),
     ]
+    fake = None
+    try:
+        import e2b  # noqa: F401
+
+        from tests.sandbox.e2b_fake import E2BFake
+
+        fake = E2BFake()
+        url = fake.start()
+        providers.append(
+            (
+                "e2b (SDK, loopback fake)",
+                get("e2b", api_url=url, sandbox_url=url, api_key="e2b_" + "0" * 40, labels=labels),
+            )
+        )
+    except ImportError:
+        print("skipping e2b: the e2b extra is not installed")
     rows = []
     for label, provider in providers:
 
@@ -213,6 +231,8 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
             )
         if hasattr(provider, "aclose"):
             await provider.aclose()
+    if fake is not None:
+        fake.stop()
     return rows
 
 
