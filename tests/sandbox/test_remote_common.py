@@ -381,3 +381,26 @@ def test_gym_sandbox_check_runs_the_conformance_suite(
     assert "passed   exec" in out and "passed   files" in out
     assert registered_remote.sandboxes == {}
     assert main(["sandbox", "check", "test-remote", "--checks", "nope"]) == 2
+
+
+def test_a_sandbox_changed_outside_its_scratch_directories_is_not_reused() -> None:
+    """A rollout that leaves a file where the reset does not wipe (here /root) could hand
+    it to the next holder: that sandbox is deleted instead of pooled."""
+
+    async def main() -> None:
+        provider, service = make(pool_size=1)
+        box = await provider.create()
+        first = box.id
+        planted = await box.exec("echo answer=42 > /root/planted && echo x > /dev/shm/y")
+        assert planted.ok, planted
+        await box.close()
+        assert first not in service.sandboxes  # deleted, not pooled
+        again = await provider.create()
+        assert again.id != first
+        assert (await again.exec("cat /root/planted")).exit_code != 0
+        await again.close()
+        # A clean give-back is still reused.
+        assert again.id in service.sandboxes
+        await provider.aclose()
+
+    run(main())

@@ -282,11 +282,12 @@ BASELINE_SCRIPT = (
 baseline=
 mode=list
 sweep
-echo $found
+echo "$(date +%s.%N)" $found
 """
 )
-"""Run once in a new pooled sandbox: the service's own processes (an agent, a port
-forwarder), as `pid:start`, which a reset must leave running."""
+"""Run once in each new sandbox, before any exec of a rollout: the sandbox's clock
+(seconds, with nanoseconds), then the service's own processes (an agent, a port
+forwarder) as `pid:start`, which a reset must leave running."""
 
 RESET_SCRIPT = (
     _PROCESSES
@@ -298,16 +299,35 @@ sleep 0.2
 mode=list
 sweep
 [ -z "$found" ] || { echo "processes left:$found"; exit 4; }
-find "$1" /tmp -mindepth 1 -delete 2>/dev/null
-left=$(find "$1" /tmp -mindepth 1 2>/dev/null | head -5)
-[ -z "$left" ] || { echo "left in the workdir or /tmp: $left"; exit 3; }
+for d in "$1" /tmp /var/tmp /dev/shm; do
+  [ -d "$d" ] && find "$d" -mindepth 1 -delete 2>/dev/null
+done
+left=$(find "$1" /tmp /var/tmp /dev/shm -mindepth 1 2>/dev/null | head -5)
+[ -z "$left" ] || { echo "left in the scratch directories: $left"; exit 3; }
+# Anything else changed since the sandbox started (ctime, which no chmod or touch can
+# set back) could carry a rollout's files to the next holder: then it is not reused.
+# (Unreadable directories are skipped: what this user cannot read it cannot have written.)
+case "$3" in ""|*[!0-9.]*) echo "no start time to compare with: '$3'"; exit 6 ;; esac
+find / -maxdepth 0 -newerct "@$3" >/dev/null 2>&1 || { echo "find lacks -newerct"; exit 6; }
+# Read-only mounts are skipped too: no rollout wrote there (and the host may, under a
+# container that shares its directories).
+work=$1 since=$3
+set --
+while read -r _ mnt _ opts _; do
+  case ",$opts," in *,ro,*) [ "$mnt" = / ] || set -- "$@" -o -path "$mnt" ;; esac
+done < /proc/self/mounts
+changed=$(find / \( -path /proc -o -path /sys -o -path /dev -o -path "$work" -o -path /tmp \
+  -o -path /var/tmp "$@" \) -prune -o -newerct "@$since" -print 2>/dev/null | head -5)
+[ -z "$changed" ] || { echo "changed since the sandbox started: $changed"; exit 5; }
 exit 0
 """
 )
-"""Run by `reset` inside the sandbox (`$1` the workdir, `$2` the baseline): kill every
-process that is not the sandbox's init, an ancestor of this shell or in the baseline
-taken when the sandbox started, empty the workdir and /tmp, then check both held. Exit 0
-only when clean. Never run it outside a sandbox: it empties the /tmp it sees."""
+"""Run by `reset` inside the sandbox (`$1` the workdir, `$2` the baseline processes,
+`$3` the sandbox's clock at start): kill every process that is not the sandbox's init,
+an ancestor of this shell or in the baseline, empty the workdir, /tmp, /var/tmp and
+/dev/shm, then check those held and that nothing else in the filesystem changed since
+the start. Exit 0 only when clean. Never run it outside a sandbox: it empties the
+scratch directories it sees."""
 
 
 class RemoteSandbox:
@@ -322,6 +342,8 @@ class RemoteSandbox:
         self._broken: str | None = None
         self.baseline = ""
         """The service's own processes at start (`pid:start ...`), spared by `reset`."""
+        self.started_at = ""
+        """The sandbox's own clock when it started (`seconds.nanoseconds`)."""
 
     @property
     def alive(self) -> bool:
@@ -409,7 +431,15 @@ class RemoteSandbox:
         (and the sandbox unusable) when the check after it finds anything left."""
         self._check_open()
         result = await self.exec(
-            ["/bin/sh", "-c", RESET_SCRIPT, "reset", self.spec.workdir, self.baseline],
+            [
+                "/bin/sh",
+                "-c",
+                RESET_SCRIPT,
+                "reset",
+                self.spec.workdir,
+                self.baseline,
+                self.started_at,
+            ],
             timeout=30,
         )
         if not result.ok:
@@ -586,7 +616,7 @@ class RemoteProvider:
             self._live.discard(sandbox_id)  # its slot is freed by the caller
             await finish_despite_cancellation(self._delete(sandbox_id, release=False))
             raise
-        sandbox.baseline = found.stdout.strip()
+        sandbox.started_at, _, sandbox.baseline = found.stdout.strip().partition(" ")
         return sandbox
 
     @asynccontextmanager
@@ -622,7 +652,7 @@ class RemoteProvider:
             # A new handle: the one given back stays closed, so its old holder cannot
             # reach the sandbox once it is someone else's.
             fresh = RemoteSandbox(self, sandbox.id, sandbox.spec)
-            fresh.baseline = sandbox.baseline
+            fresh.baseline, fresh.started_at = sandbox.baseline, sandbox.started_at
             try:
                 await fresh.reset()
             except (SandboxError, OSError) as exc:
