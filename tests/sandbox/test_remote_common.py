@@ -404,3 +404,19 @@ def test_a_sandbox_changed_outside_its_scratch_directories_is_not_reused() -> No
         await provider.aclose()
 
     run(main())
+
+
+def test_a_failed_orphan_reap_is_logged_and_does_not_stop_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def main() -> None:
+        service = LocalService(fail_next={"list": 10})
+        provider, _ = make(service, retries=2)
+        provider.retry = type(provider.retry)(attempts=2, base_s=0.01)
+        async with provider.start() as box:
+            assert (await box.exec("true")).ok
+        assert service.calls.count("list") == 2  # tried once per start of the provider
+
+    with caplog.at_level("WARNING"):
+        run(main())
+    assert "reaping orphans failed" in caplog.text

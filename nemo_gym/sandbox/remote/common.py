@@ -564,21 +564,28 @@ class RemoteProvider:
             if self.reap_on_start and not self._reaped:
                 async with self._reap_lock:
                     if not self._reaped:
-                        await self.reap(dead_owners_only=True)
                         self._reaped = True
+                        try:
+                            await self.reap(dead_owners_only=True)
+                        except SandboxError as exc:
+                            # Orphans cost money until the service's timeout; they do not
+                            # stop this run. `gym sandbox reap` can finish the job.
+                            logger.warning("%s: reaping orphans failed: %s", self.name, exc)
             idle = self._pool.idle.get(_pool_key(spec))
             if idle:
-                return idle.pop()
-            await self._slots.acquire()
-            try:
-                return await self._create(spec)
-            except BaseException:
-                self._slots.release()
-                raise
-        finally:
-            charge(clock, "start_s", time.perf_counter() - started)
+                sandbox = idle.pop()
+            else:
+                await self._slots.acquire()
+                try:
+                    sandbox = await self._create(spec)
+                except BaseException:
+                    self._slots.release()
+                    raise
             if clock is not None:
                 clock.sandboxes += 1
+            return sandbox
+        finally:
+            charge(clock, "start_s", time.perf_counter() - started)
 
     async def _create(self, spec: SandboxSpec) -> RemoteSandbox:
         key = uuid.uuid4().hex  # one per sandbox: a retried create cannot make a second
