@@ -1,6 +1,6 @@
 """Sandbox latency, side by side: the worker's fork path vs fresh interpreters and sandboxes.
 
-    .venv/bin/python bench/sandbox.py [--n 30] [--providers local,process]
+    .venv/bin/python bench/sandbox.py [--n 30] [--providers local,process] [--remote]
 
 Rows (milliseconds, median and p90 over --n runs):
 
@@ -13,6 +13,14 @@ Rows (milliseconds, median and p90 over --n runs):
   end to end through `CodeVerifier.verify` (compiled once, one fork per test, warm pool);
 - `20-test solution, exec per test`: the same through the generic path a provider
   without the worker gets (a fresh interpreter per test).
+- `start to first exec`, `exec true` (`--remote`): a new sandbox until its first `exec`
+  has returned, and one `exec("true")` in it, for `local` beside `remote machinery`: the
+  shared remote-provider layer (`nemo_gym.sandbox.remote.common`: labels, rate limiter,
+  the baseline listing at start, the rollout clock) over the stand-in service of the
+  tests, whose sandboxes are `local` ones; the difference is the layer's own share.
+  `pooled` takes a warm sandbox and gives it back through the checked reset. `e2b`:
+  the real E2B SDK against its loopback fake (`tests/sandbox/e2b_fake.py`), whose
+  sandboxes are `local` ones: the client's share (SDK, HTTP, Connect) beside `local`.
 - `floor: ...`: what the machine charges for the primitives underneath: a bare
   `os.fork()` + `os._exit` + `waitpid` of a small Python process (the worker's imports,
   no sandbox), and `posix_spawn` of `/bin/true`. The fork path cannot beat the first.
@@ -30,6 +38,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -177,13 +186,68 @@ def bench_floor(n: int) -> list[tuple[str, float, float]]:
     ]
 
 
+async def bench_remote(n: int) -> list[tuple[str, float, float]]:
+    """`local` beside the remote-provider layer over a stand-in service of `local` sandboxes."""
+    from nemo_gym.sandbox.remote.common import RemoteProvider
+    from tests.sandbox.remote_service import LocalService, LocalServiceBackend
+
+    labels = {"team": "bench", "user": "bench", "workload": "bench", "run": "bench"}
+    providers: list[tuple[str, Any]] = [
+        ("local", LocalProvider()),
+        ("remote machinery", RemoteProvider(LocalServiceBackend(LocalService()), labels=labels)),
+        (
+            "remote machinery, pooled",
+            RemoteProvider(LocalServiceBackend(LocalService()), labels=labels, pool_size=1),
+        ),
+    ]
+    fake = None
+    try:
+        import e2b  # noqa: F401
+
+        from tests.sandbox.e2b_fake import E2BFake
+
+        fake = E2BFake()
+        url = fake.start()
+        providers.append(
+            (
+                "e2b (SDK, loopback fake)",
+                get("e2b", api_url=url, sandbox_url=url, api_key="e2b_" + "0" * 40, labels=labels),
+            )
+        )
+    except ImportError:
+        print("skipping e2b: the e2b extra is not installed")
+    rows = []
+    for label, provider in providers:
+
+        async def first_exec(provider: Any = provider) -> None:
+            async with provider.start() as box:
+                assert (await box.exec("true")).ok
+
+        rounds = max(3, n // 3)
+        rows.append((f"{label}: start to first exec", *summary(await timed(first_exec, rounds))))
+        async with provider.start() as box:
+            rows.append(
+                (f"{label}: exec true", *summary(await timed(lambda b=box: b.exec("true"), n)))
+            )
+        if hasattr(provider, "aclose"):
+            await provider.aclose()
+    if fake is not None:
+        fake.stop()
+    return rows
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=30, help="runs per row")
     parser.add_argument("--providers", default="local,process")
+    parser.add_argument(
+        "--remote", action="store_true", help="add the remote-provider layer's rows (needs local)"
+    )
     args = parser.parse_args()
     rows: list[tuple[str, float, float]] = bench_floor(args.n)
-    for name in args.providers.split(","):
+    if args.remote:
+        rows += await bench_remote(args.n)
+    for name in filter(None, args.providers.split(",")):
         if name == "local" and unavailable_reason() is not None:
             print(f"skipping local: {unavailable_reason()}")
             continue

@@ -180,6 +180,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "process": "nemo_gym.sandbox.process:ProcessProvider",
         "docker": "nemo_gym.sandbox.docker:DockerProvider",
         "apptainer": "nemo_gym.sandbox.apptainer:ApptainerProvider",
+        "e2b": "nemo_gym.sandbox.remote.e2b:E2BProvider",
     },
 }
 

@@ -46,6 +46,7 @@ from nemo_gym.records import (
     replace,
 )
 from nemo_gym.registry import spec_of
+from nemo_gym.sandbox.clock import SandboxClock, reset_clock, use_clock
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -330,6 +331,8 @@ async def rollout(
     phase = ["open"]
     verify_s = 0.0
     token = _CURRENT.set(RolloutKey(task.id, repeat, seed))
+    clock = SandboxClock()
+    clock_token = use_clock(clock)
     try:
         if timeout is None:
             await _run_episode(env, task, harness, policy, trajectory, phase)
@@ -354,6 +357,7 @@ async def rollout(
         failure = _failure(error, phase[0])
     finally:
         _CURRENT.reset(token)
+        reset_clock(clock_token)
     return Rollout(
         run_id=run_id,
         env=env.name,
@@ -373,7 +377,7 @@ async def rollout(
             tool_s=sum(r.latency_s for r in trajectory.tool_results),
             verify_s=verify_s,
         ),
-        metadata={},
+        metadata={"sandbox": clock.as_dict()} if clock.sandboxes else {},
     )
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_gym.cli import check as env_check
+from nemo_gym.cli.sandbox import add_sandbox_commands
 from nemo_gym.errors import ConfigError, NemoGymError
 from nemo_gym.protocols import Model
 from nemo_gym.records import RunMetrics, Sampling
@@ -805,6 +806,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = data_commands.add_parser("validate", help="check task rows, naming line and field")
     check.add_argument("path")
     check.set_defaults(func=_run("dataset_validate"))
+    add_sandbox_commands(commands)
     return parser
 
 

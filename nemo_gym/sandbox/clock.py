@@ -1,0 +1,60 @@
+"""Sandbox time of one rollout: the runner opens a `SandboxClock` per rollout and
+providers charge their start, exec and teardown seconds to the current one.
+
+A context variable, so every task the rollout starts (tool calls, a verifier's execs)
+charges the same clock, and concurrent rollouts never mix.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass
+
+__all__ = ["SandboxClock", "charge", "current_clock", "reset_clock", "use_clock"]
+
+
+@dataclass
+class SandboxClock:
+    """Seconds spent on sandboxes in one rollout: `start_s` (create, or taking a warm
+    one from a pool), `exec_s` (execs and file transfers), `teardown_s` (close, or the
+    reset back into a pool); `execs` and `sandboxes` count them."""
+
+    start_s: float = 0.0
+    exec_s: float = 0.0
+    teardown_s: float = 0.0
+    execs: int = 0
+    sandboxes: int = 0
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "start_s": round(self.start_s, 6),
+            "exec_s": round(self.exec_s, 6),
+            "teardown_s": round(self.teardown_s, 6),
+            "execs": self.execs,
+            "sandboxes": self.sandboxes,
+        }
+
+
+_CLOCK: contextvars.ContextVar[SandboxClock | None] = contextvars.ContextVar(
+    "nemo_gym_sandbox_clock", default=None
+)
+
+
+def current_clock() -> SandboxClock | None:
+    """The clock of the rollout running in this task, if any."""
+    return _CLOCK.get()
+
+
+def use_clock(clock: SandboxClock | None) -> contextvars.Token[SandboxClock | None]:
+    """Make `clock` the current one (undo with `reset_clock(token)`)."""
+    return _CLOCK.set(clock)
+
+
+def reset_clock(token: contextvars.Token[SandboxClock | None]) -> None:
+    _CLOCK.reset(token)
+
+
+def charge(clock: SandboxClock | None, what: str, seconds: float) -> None:
+    """Add `seconds` to the `what` field (`start_s`, `exec_s`, `teardown_s`) of `clock`."""
+    if clock is not None:
+        setattr(clock, what, getattr(clock, what) + seconds)

@@ -1,0 +1,383 @@
+"""A loopback fake of E2B: its control-plane REST API and each sandbox's envd, written
+from the shapes the official SDK's generated clients send and parse (`e2b.api.client`,
+generated from E2B's OpenAPI description, and `e2b.envd.process`, generated from envd's
+`process.proto` by protoc-gen-connectrpc-py), so the real SDK runs unchanged against it.
+
+- `POST /v2/sandboxes` (`NewSandboxV2`; the `Idempotency-Key` header replays the first
+  answer), `GET /v2/sandboxes?metadata=k%3Dv&...` (`ListedSandbox`, running only),
+  `DELETE /sandboxes/{id}` (404 when gone).
+- envd, routed by the `E2b-Sandbox-Id` header as E2B's sandbox proxy does: the Connect
+  service `process.Process` (Start, SendInput, CloseStdin, SendSignal) served by the
+  SDK's own generated `ProcessASGIApplication`, and `GET`/`POST /files` (octet-stream
+  uploads, parents created; 404 for a missing file).
+
+Each sandbox is a `local` (bubblewrap) sandbox, so commands really run, isolated.
+A command's stdin is gathered until it is closed and then given to the command in one
+go (the SDK's send/close sequence is honoured; interactive stdin is not). Like envd,
+a command killed by a signal ends with `exit_code=-1` and `status="signal: killed"`.
+Not served: templates, pause/resume, snapshots, metrics, watch, PTY.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import itertools
+import json
+import signal
+import threading
+import urllib.parse
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from e2b.envd.process import process_pb
+from e2b.envd.process.process_connect import Process, ProcessASGIApplication
+from protobuf import Oneof
+
+from nemo_gym.records import ExecResult, ResourceLimits, SandboxSpec
+from nemo_gym.sandbox.base import WorkerSandbox
+from nemo_gym.sandbox.local import LocalProvider
+
+ENVD_VERSION = "0.6.7"
+
+
+@dataclass
+class FakeProcess:
+    stdin: bytearray = field(default_factory=bytearray)
+    stdin_closed: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[Any] | None = None
+
+
+@dataclass
+class FakeSandbox:
+    id: str
+    box: WorkerSandbox
+    metadata: dict[str, str]
+    timeout_s: int
+    started_at: datetime.datetime
+    processes: dict[int, FakeProcess] = field(default_factory=dict)
+
+
+class E2BFake:
+    """The fake service; `start()` serves it on 127.0.0.1 in a thread of its own."""
+
+    def __init__(self) -> None:
+        self.sandboxes: dict[str, FakeSandbox] = {}
+        self.idempotent: dict[str, dict[str, Any]] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.fail_next: dict[str, int] = {}
+        self.lose_create_replies = 0
+        """Creates that act and then answer 502, as when a proxy drops the reply."""
+        self.created = 0
+        self._ids = itertools.count(1)
+        self._pids = itertools.count(100)
+        self._local = LocalProvider()
+        self._process_app = ProcessASGIApplication(_ProcessService(self))
+        self.url = ""
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    # -- serving
+
+    def start(self) -> str:
+        config = uvicorn.Config(
+            self, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="none"
+        )
+        self._server = uvicorn.Server(config)
+        started = threading.Event()
+
+        def serve() -> None:
+            async def main() -> None:
+                self.loop = asyncio.get_running_loop()
+                task = asyncio.create_task(self._server.serve())  # type: ignore[union-attr]
+                # uvicorn offers no event for "listening"; its flag is polled.
+                while not self._server.started:  # type: ignore[union-attr]  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+                started.set()
+                await task
+                for sandbox in list(self.sandboxes.values()):
+                    await sandbox.box.close()
+
+            asyncio.run(main())
+
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        if not started.wait(30):
+            raise RuntimeError("the E2B fake did not start")
+        port = self._server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def run(self, coro: Any) -> Any:
+        """Run `coro` on the service's loop from another thread (for test set-up)."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+
+    # -- ASGI
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        path: str = scope["path"]
+        method: str = scope["method"]
+        self.requests.append((method, path))
+        key = f"{method} {path.split('/')[1] if path.count('/') > 1 else path}"
+        if self.fail_next.get(key, 0) > 0:
+            self.fail_next[key] -= 1
+            await _json(send, 429, {"code": 429, "message": "rate limit exceeded"})
+            return
+        if path.startswith("/process.Process/"):
+            await self._process_app(scope, receive, send)
+            return
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        query = urllib.parse.parse_qs(scope["query_string"].decode())
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if path == "/v2/sandboxes" and method == "POST":
+            await self._create(send, headers, json.loads(body))
+        elif path == "/v2/sandboxes" and method == "GET":
+            await self._list(send, query)
+        elif path.startswith("/sandboxes/") and method == "DELETE":
+            await self._kill(send, path.removeprefix("/sandboxes/"))
+        elif path == "/files":
+            await self._files(send, method, headers, query, body)
+        else:
+            await _json(send, 404, {"code": 404, "message": f"no route {method} {path}"})
+
+    async def _create(self, send: Any, headers: dict[str, str], body: dict[str, Any]) -> None:
+        key = headers.get("idempotency-key")
+        if key and key in self.idempotent:
+            await _json(send, 201, self.idempotent[key])
+            return
+        sandbox_id = f"i{next(self._ids):06d}fake"
+        spec = SandboxSpec(
+            env=body.get("envVars") or {},
+            limits=ResourceLimits(processes=256),
+            network="host" if body.get("allowInternetAccess") else "none",
+        )
+        box = await self._local.create(spec)
+        self.created += 1
+        self.sandboxes[sandbox_id] = FakeSandbox(
+            sandbox_id,
+            box,
+            dict(body.get("metadata") or {}),
+            int(body.get("timeout", 300)),
+            datetime.datetime.now(datetime.UTC),
+        )
+        reply = {
+            "templateID": body["templateID"],
+            "sandboxID": sandbox_id,
+            "clientID": "fake",
+            "envdVersion": ENVD_VERSION,
+            "envdAccessToken": f"token-{sandbox_id}",
+            "domain": None,
+        }
+        if key:
+            self.idempotent[key] = reply
+        if self.lose_create_replies > 0:
+            self.lose_create_replies -= 1
+            await _json(send, 502, {"code": 502, "message": "bad gateway"})
+            return
+        await _json(send, 201, reply)
+
+    async def _list(self, send: Any, query: dict[str, list[str]]) -> None:
+        wanted: dict[str, str] = {}
+        for text in query.get("metadata", []):
+            for k, v in urllib.parse.parse_qsl(text):
+                wanted[urllib.parse.unquote(k)] = urllib.parse.unquote(v)
+        items = []
+        for sandbox in self.sandboxes.values():
+            if any(sandbox.metadata.get(k) != v for k, v in wanted.items()):
+                continue
+            end = sandbox.started_at + datetime.timedelta(seconds=sandbox.timeout_s)
+            items.append(
+                {
+                    "templateID": "base",
+                    "sandboxID": sandbox.id,
+                    "clientID": "fake",
+                    "startedAt": sandbox.started_at.isoformat(),
+                    "endAt": end.isoformat(),
+                    "cpuCount": 2,
+                    "memoryMB": 512,
+                    "diskSizeMB": 1024,
+                    "state": "running",
+                    "envdVersion": ENVD_VERSION,
+                    "metadata": sandbox.metadata,
+                }
+            )
+        await _json(send, 200, items)
+
+    async def _kill(self, send: Any, sandbox_id: str) -> None:
+        sandbox = self.sandboxes.pop(sandbox_id, None)
+        if sandbox is None:
+            await _json(send, 404, {"code": 404, "message": f"sandbox {sandbox_id} not found"})
+            return
+        await sandbox.box.close()
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    def sandbox_of(self, headers: dict[str, str]) -> FakeSandbox | None:
+        return self.sandboxes.get(headers.get("e2b-sandbox-id", ""))
+
+    async def _files(
+        self,
+        send: Any,
+        method: str,
+        headers: dict[str, str],
+        query: dict[str, list[str]],
+        body: bytes,
+    ) -> None:
+        sandbox = self.sandbox_of(headers)
+        if sandbox is None:
+            await _json(send, 502, {"code": 502, "message": "sandbox not found"})
+            return
+        path = (query.get("path") or [""])[0]
+        if method == "GET":
+            try:
+                data = await sandbox.box.read_file(path)
+            except FileNotFoundError:
+                await _json(send, 404, {"code": 404, "message": f"path '{path}' does not exist"})
+                return
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/octet-stream")],
+                }
+            )
+            await send({"type": "http.response.body", "body": data})
+            return
+        if headers.get("content-type") != "application/octet-stream":
+            await _json(send, 415, {"code": 415, "message": "only octet-stream uploads here"})
+            return
+        await sandbox.box.write_file(path, body)
+        name = path.rsplit("/", 1)[-1]
+        await _json(send, 200, [{"name": name, "type": "file", "path": path}])
+
+
+async def _json(send: Any, status: int, payload: Any) -> None:
+    data = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
+
+
+class _ProcessService(Process):
+    """envd's `process.Process` Connect service: the parts the SDK's commands use (the
+    generated protocol answers UNIMPLEMENTED for the rest)."""
+
+    def __init__(self, fake: E2BFake) -> None:
+        self.fake = fake
+
+    def _sandbox(self, ctx: Any) -> FakeSandbox:
+        from connectrpc.code import Code
+        from connectrpc.errors import ConnectError
+
+        headers = {k.lower(): v for k, v in ctx.request_headers.items()}
+        sandbox = self.fake.sandbox_of(headers)
+        if sandbox is None:
+            raise ConnectError(Code.NOT_FOUND, "sandbox not found")
+        return sandbox
+
+    async def start(
+        self, request: process_pb.StartRequest, ctx: Any
+    ) -> AsyncIterator[process_pb.StartResponse]:
+        sandbox = self._sandbox(ctx)
+        pid = next(self.fake._pids)
+        proc = FakeProcess()
+        sandbox.processes[pid] = proc
+        if not request.stdin:
+            proc.stdin_closed.set()
+        config = request.process
+        yield _event("start", process_pb.ProcessEvent.StartEvent(pid=pid))
+        try:
+            await proc.stdin_closed.wait()
+            proc.task = asyncio.ensure_future(
+                sandbox.box.exec(
+                    [config.cmd, *config.args],
+                    stdin=bytes(proc.stdin),
+                    env=dict(config.envs),
+                    cwd=config.cwd or None,
+                    timeout=3600,
+                )
+            )
+            try:
+                result = await proc.task
+            except asyncio.CancelledError:
+                if not proc.task.cancelled() or asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                    raise
+                result = ExecResult(exit_code=-9)  # SendSignal killed it
+        finally:
+            sandbox.processes.pop(pid, None)
+        for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+            if text:
+                yield _event(
+                    "data", process_pb.ProcessEvent.DataEvent(output=Oneof(name, text.encode()))
+                )
+        if result.exit_code < 0:
+            sig = signal.Signals(-result.exit_code).name.removeprefix("SIG").lower()
+            status = f"signal: {'killed' if sig == 'kill' else sig}"
+            end = process_pb.ProcessEvent.EndEvent(
+                exit_code=-1, exited=False, status=status, error=status
+            )
+        else:
+            end = process_pb.ProcessEvent.EndEvent(
+                exit_code=result.exit_code, exited=True, status=f"exit status {result.exit_code}"
+            )
+        yield _event("end", end)
+
+    async def send_input(
+        self, request: process_pb.SendInputRequest, ctx: Any
+    ) -> process_pb.SendInputResponse:
+        proc = self._process(request.process, ctx)
+        chunk = request.input.input
+        proc.stdin.extend(chunk.value if chunk is not None else b"")
+        return process_pb.SendInputResponse()
+
+    async def close_stdin(
+        self, request: process_pb.CloseStdinRequest, ctx: Any
+    ) -> process_pb.CloseStdinResponse:
+        self._process(request.process, ctx).stdin_closed.set()
+        return process_pb.CloseStdinResponse()
+
+    async def send_signal(
+        self, request: process_pb.SendSignalRequest, ctx: Any
+    ) -> process_pb.SendSignalResponse:
+        proc = self._process(request.process, ctx)
+        proc.stdin_closed.set()
+        if proc.task is not None:
+            proc.task.cancel()  # the local sandbox kills the command on cancellation
+        return process_pb.SendSignalResponse()
+
+    def _process(self, selector: Any, ctx: Any) -> FakeProcess:
+        from connectrpc.code import Code
+        from connectrpc.errors import ConnectError
+
+        sandbox = self._sandbox(ctx)
+        pid = selector.selector.value if selector and selector.selector else None
+        proc = sandbox.processes.get(pid)  # type: ignore[arg-type]
+        if proc is None:
+            raise ConnectError(Code.NOT_FOUND, f"process with pid {pid} not found")
+        return proc
+
+
+def _event(name: str, value: Any) -> process_pb.StartResponse:
+    return process_pb.StartResponse(event=process_pb.ProcessEvent(event=Oneof(name, value)))

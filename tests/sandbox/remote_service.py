@@ -1,0 +1,139 @@
+"""A stand-in sandbox service for the shared remote machinery: each "remote" sandbox is
+a `local` (bubblewrap) sandbox, so execs really run isolated (own pid namespace, own
+/tmp) and the warm pool's reset is checked on real processes and files.
+
+It keeps what a service keeps (labels, the lifetime it was given, idempotency keys)
+and can be told to fail the next calls of one kind with a throttling error. Like a real
+service it runs apart from its clients: on an event loop of its own, in a thread, so
+clients on any loop (each `asyncio.run`, the CLI's) reach the same sandboxes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from nemo_gym.records import ExecResult, SandboxSpec
+from nemo_gym.sandbox.base import WorkerSandbox
+from nemo_gym.sandbox.local import LocalProvider
+from nemo_gym.sandbox.remote.common import RemoteInfo, TransientError
+
+
+@dataclass
+class Held:
+    sandbox: WorkerSandbox
+    labels: dict[str, str]
+    timeout_s: float
+
+
+@dataclass
+class LocalService:
+    """The service's state; `LocalServiceBackend` is its client."""
+
+    sandboxes: dict[str, Held] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)
+    fail_next: dict[str, int] = field(default_factory=dict)
+    creates: int = 0
+    ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run `coro` on the service's own loop; cancelling the caller cancels it there."""
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, daemon=True).start()
+            self._loop = loop
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    def _maybe_fail(self, op: str) -> None:
+        self.calls.append(op)
+        if self.fail_next.get(op, 0) > 0:
+            self.fail_next[op] -= 1
+            raise TransientError(f"{op}: 429 Too Many Requests")
+
+
+class LocalServiceBackend:
+    name = "local-service"
+
+    def __init__(self, service: LocalService, *, idempotent_create: bool = True) -> None:
+        self.service = service
+        self.idempotent_create = idempotent_create
+        self._local = LocalProvider()
+
+    async def create(
+        self, spec: SandboxSpec, *, labels: dict[str, str], timeout_s: float, idempotency_key: str
+    ) -> str:
+        return await self.service.serve(self._create(spec, labels, timeout_s, idempotency_key))
+
+    async def _create(
+        self, spec: SandboxSpec, labels: dict[str, str], timeout_s: float, idempotency_key: str
+    ) -> str:
+        service = self.service
+        if self.idempotent_create and idempotency_key in service.keys:
+            sandbox_id = service.keys[idempotency_key]
+        else:
+            sandbox = await self._local.create(spec)
+            service.creates += 1
+            sandbox_id = f"sb-{next(service.ids)}"
+            service.sandboxes[sandbox_id] = Held(sandbox, dict(labels), timeout_s)
+            service.keys[idempotency_key] = sandbox_id
+        # The reply is lost after the service acted: only an idempotency key saves a twin.
+        service._maybe_fail("create")
+        return sandbox_id
+
+    def _get(self, sandbox_id: str) -> WorkerSandbox:
+        from nemo_gym.errors import SandboxError
+
+        held = self.service.sandboxes.get(sandbox_id)
+        if held is None:
+            raise SandboxError(f"404: no sandbox {sandbox_id}")
+        return held.sandbox
+
+    async def exec(
+        self,
+        sandbox_id: str,
+        argv: list[str],
+        *,
+        stdin: bytes,
+        timeout: float,
+        env: dict[str, str],
+        cwd: str,
+        output_bytes: int,
+    ) -> ExecResult:
+        self.service._maybe_fail("exec")
+        return await self.service.serve(
+            self._get(sandbox_id).exec(argv, stdin=stdin, timeout=timeout, env=env, cwd=cwd)
+        )
+
+    async def write_file(self, sandbox_id: str, path: str, data: bytes) -> None:
+        self.service._maybe_fail("write_file")
+        await self.service.serve(self._get(sandbox_id).write_file(path, data))
+
+    async def read_file(self, sandbox_id: str, path: str) -> bytes:
+        self.service._maybe_fail("read_file")
+        return await self.service.serve(self._get(sandbox_id).read_file(path))
+
+    async def delete(self, sandbox_id: str) -> None:
+        self.service._maybe_fail("delete")
+        held = self.service.sandboxes.pop(sandbox_id, None)
+        if held is not None:
+            await self.service.serve(held.sandbox.close())
+
+    async def list(self, selector: dict[str, str]) -> list[RemoteInfo]:
+        self.service._maybe_fail("list")
+        return [
+            RemoteInfo(sandbox_id, dict(held.labels))
+            for sandbox_id, held in self.service.sandboxes.items()
+            if all(held.labels.get(k) == v for k, v in selector.items())
+        ]
+
+    async def close_all(self) -> None:
+        for held in self.service.sandboxes.values():
+            await self.service.serve(held.sandbox.close())
+        self.service.sandboxes.clear()
