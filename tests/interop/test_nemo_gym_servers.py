@@ -555,6 +555,12 @@ def test_wordle_rows_play_their_own_word_with_nemo_gyms_guess_list() -> None:
         return json.loads(next(i for i in output if i["type"] == "function_call_output")["output"])
 
     assert asyncio.run(play(only_enable))["valid"] is True
+
+    # NeMo Gym's agent allows 30 model turns: twelve checks before the winning guess still win.
+    checks = [_call("check_word_validity", {"word": "crane"})] * 12
+    turns = [*checks, _call("submit_guess", {"guess": task.answer}), Message.assistant("Won.")]
+    done = asyncio.run(gym.rollout(env, gym.models.ScriptedModel(turns), task))
+    assert done.reward == pytest.approx(1.6)
     for field, value in (("custom_target", "qzxjv"), ("word_length", 6)):
         with pytest.raises(gym.errors.ConfigError, match=rf"row 0: field '{field}'"):
             ng.load([{**row, field: value}], server="wordle")

@@ -166,7 +166,8 @@ class Wordle(ProceduralEnv):
     """Wordle with a seeded secret from 4,600 SCOWL words; guesses in text (`interface=
     "text"`, the Gymnasium-style loop) or through tools (`interface="tools"`, NeMo Gym's
     wordle). `scoring="nemo_gym"` rewards fewer turns as NeMo Gym does; `guesses="enable"`
-    accepts the guesses NeMo Gym accepts (ENABLE's five-letter words)."""
+    accepts the guesses NeMo Gym accepts (ENABLE's five-letter words); `model_turns` bounds
+    the tool loop's model turns (default twice `max_turns`)."""
 
     name = "wordle"
     version = "1"
@@ -183,6 +184,7 @@ class Wordle(ProceduralEnv):
         interface: str = "text",
         scoring: str = "win",
         guesses: str = "scowl",
+        model_turns: int | None = None,
     ) -> None:
         if interface not in ("text", "tools") or scoring not in ("win", "nemo_gym"):
             raise ConfigError("wordle: interface is 'text' or 'tools', scoring 'win' or 'nemo_gym'")
@@ -191,7 +193,7 @@ class Wordle(ProceduralEnv):
         harness = (
             MultiStep(max_steps=max_turns)
             if interface == "text"
-            else ToolLoop(max_turns=max_turns * 2)
+            else ToolLoop(max_turns=model_turns or max_turns * 2)
         )
         super().__init__(verify_wordle, seed=seed, size=size, harness=harness)
         self.max_turns, self.interface, self.scoring = max_turns, interface, scoring

@@ -107,7 +107,11 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "nemo_user_sim": ("later", _JUDGE + " (a simulated user)"),
     "newton_bench": ("later", "simulated experiments as tools, then a judge"),
     "ns_tools": ("later", _SANDBOX + " (NeMo Skills' Python tool, then math checks)"),
-    "nvarc": ("later", "ARC grids, with a program mode run in our sandboxes"),
+    "nvarc": (
+        "later",
+        "ARC grids read by NVARC's own parser (space-separated cells in `\\boxed{}`); "
+        "its inductive rows' programs run in our sandboxes",
+    ),
     "omniscience": ("later", _JUDGE),
     "openair_congestion": ("later", "a 5G congestion simulator, a Gymnasium-style game"),
     "openenv": ("later", "OpenEnv environments; through nemo_gym.interop.openenv"),

@@ -448,7 +448,13 @@ _SERVERS = [
         "wordle",
         "wordle",
         _wordle,
-        lambda rows: {"interface": "tools", "scoring": "nemo_gym", "guesses": "enable"},
+        # NeMo Gym's wordle agent allows 30 model turns (tool checks included).
+        lambda rows: {
+            "interface": "tools",
+            "scoring": "nemo_gym",
+            "guesses": "enable",
+            "model_turns": 30,
+        },
         episodes=True,
     ),
     Server("blackjack", "blackjack", _blackjack, compared=False),
