@@ -35,7 +35,9 @@ def _numpy() -> Any:
     try:
         import numpy
     except ImportError as exc:  # pragma: no cover - numpy comes with every RL stack
-        raise ImportError("NeMo Gym's Sokoban boards need numpy: pip install numpy") from exc
+        raise ImportError(
+            "NeMo Gym's Sokoban boards need numpy: pip install numpy (or nemo-gym[cli])"
+        ) from exc
     return numpy
 
 
