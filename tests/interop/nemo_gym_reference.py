@@ -2,10 +2,14 @@
 `nemo-gym` 0.7.0 wheel (and its servers' verify dependencies) installed, never ours.
 
 Reads JSON lines {"server", "row", "response"} on stdin and writes one JSON line per
-input: {"reward": float} or {"error": "..."}. Each server's app is imported from the
-wheel's `resources_servers/<server>/app.py`, its server class built with a minimal
-config (no judge: `should_use_judge=False`), and `verify` awaited on the row plus the
-response, exactly as NeMo Gym's HTTP endpoint would call it.
+input: {"reward": float} or {"error": "..."}. A game (a Gymnasium-style server: wordle,
+grl_sokoban) is replayed instead: {"server", "row", "steps": [response, ...]} runs its
+`reset` on the row and its `step` on each response, as NeMo Gym's gymnasium agent does,
+and answers {"reward": the summed step rewards, "observations": [...], "steps": n}.
+Each server's app is imported from the wheel's `resources_servers/<server>/app.py`, its
+server class built with a minimal config (no judge: `should_use_judge=False`), and
+`verify` awaited on the row plus the response, exactly as NeMo Gym's HTTP endpoint would
+call it.
 """
 
 from __future__ import annotations
@@ -52,12 +56,45 @@ def _server(name: str):  # type: ignore[no-untyped-def]
     config_cls = typing.get_type_hints(cls)["config"]
     config = config_cls(**CONFIG, **OVERRIDES.get(name, {}))
     server = cls(config=config, server_client=MagicMock(spec=ServerClient))
+    if name == "wordle":
+        _wordle_guesses(folder)
     if name == "wmt_translation":
         # Its reward is chrF; only the spBLEU side metric needs the FLORES-200 model, which
         # it downloads on first use (there is no network here), so that metric is stubbed.
         object.__setattr__(server, "_score_sentence_spbleu", lambda *args, **kwargs: 0.0)
     request_cls = typing.get_type_hints(cls.verify)["body"]
     return server, request_cls
+
+
+def _wordle_guesses(folder: Path) -> None:
+    """NeMo Gym's wordle reads data/guesses.txt, which its generate_data.py downloads (ENABLE's
+    five-letter words); no network here, so it is written from the same list, which ships
+    in our package (checked against generate_data.py's count)."""
+    target = folder / "data" / "guesses.txt"
+    if target.is_file():
+        return
+    source = Path(os.environ["NEMO_GYM_ENABLE_WORDS"]).read_text().splitlines()
+    words = [w for w in source if w and not w.startswith("#")]
+    assert len(words) == 8636, len(words)  # generate_data.py asserts the same count
+    target.write_text("".join(w + "\n" for w in words))
+
+
+async def _episode(server, row: dict, steps: list[dict]) -> dict:  # type: ignore[no-untyped-def]
+    """NeMo Gym's gymnasium agent's loop: reset on the row's fields, then one step per
+    model response until the server says the episode ended."""
+    from nemo_gym.openai_utils import NeMoGymResponse
+
+    fields = {k: v for k, v in row.items() if k != "responses_create_params"}
+    observation, _ = await server.reset(fields, "session")
+    observations, total, taken = [observation], 0.0, 0
+    for response in steps:
+        action = NeMoGymResponse.model_validate(response)
+        observation, reward, terminated, truncated, _ = await server.step(action, fields, "session")
+        observations.append(observation)
+        total, taken = total + reward, taken + 1
+        if terminated or truncated:
+            break
+    return {"reward": total, "observations": observations, "steps": taken}
 
 
 async def main() -> None:
@@ -69,6 +106,10 @@ async def main() -> None:
             if case["server"] not in cache:
                 cache[case["server"]] = _server(case["server"])
             server, request_cls = cache[case["server"]]
+            if "steps" in case:
+                found = await _episode(server, case["row"], case["steps"])
+                print(json.dumps(found), file=out, flush=True)
+                continue
             body = request_cls.model_validate({**case["row"], "response": case["response"]})
             result = await server.verify(body)
             print(json.dumps({"reward": float(result.reward)}), file=out, flush=True)

@@ -30,6 +30,7 @@ from nemo_gym.records import Message, Task, ToolCall
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nemo_gym"
 REFERENCE = Path(__file__).with_name("nemo_gym_reference.py")
+ENABLE_WORDS = Path(gym.__file__).parent / "envs" / "games" / "data" / "enable5.txt"
 # The venv scripts/test-nemo-gym-reference.sh builds, in the checkout.
 PYTHON = os.environ.get(
     "NEMO_GYM_REFERENCE_PYTHON",
@@ -79,6 +80,16 @@ DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
         "'all lowercase words should appear at most N times' bounds each word, not their total",
     ),
     ("structeval", "wrong", "structeval-1"): (0.0, 0.2, "one line of prose is not a CSV document"),
+}
+
+# (server, reply) -> (the error NeMo Gym's server raises, why): replies NeMo Gym refuses
+# where we score.
+REFUSED_BY_NEMO_GYM: dict[tuple[str, str], tuple[str, str]] = {
+    ("grl_sokoban", "wrong"): (
+        "Unable to parse action",
+        "a reply with no move is gym-sokoban's no-op (a step, -0.1); NeMo Gym's server "
+        "answers HTTP 400 and the rollout errors",
+    ),
 }
 
 # Cases NeMo Gym's verifier cannot score here: its instruction checks that count sentences
@@ -184,6 +195,34 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out["draft_then_final"] = [
             Message.assistant(f"First draft: {draft}\nFinal calendar: {final}")
         ]
+    if server == "grl_sokoban":
+        moves = [m.title() for m in task.answer]
+        numbers = {"Up": 1, "Down": 2, "Left": 3, "Right": 4}
+        # A bare word before the tag: the tag is the move (NeMo Gym reads the tag first).
+        out["tag_over_word"] = [
+            Message.assistant(f"Not up, not down: <action>{m}</action>") for m in moves
+        ]
+        out["numbered"] = [Message.assistant(f"<action>{numbers[m]}</action>") for m in moves]
+        # Walking into walls and back for the whole step budget: never solved.
+        out["wander"] = [
+            Message.assistant(f"<action>{'Left' if i % 2 else 'Right'}</action>")
+            for i in range(env.max_steps)
+        ]
+        # The solution with one wasted move first: 0.1 less.
+        out["detour"] = [Message.assistant(f"<action>{m}</action>") for m in ["Up", "Down", *moves]]
+    if server == "wordle":
+        miss = [w for w in ("fjord", "nymph", "waltz", "glyph") if not set(w) & set(task.answer)]
+        guess = miss[0] if miss else "fjord"
+        calls = [
+            _call("submit_guess", {"guess": "zzzzz"}),  # not a word: a turn and -0.02
+            _call("submit_guess", {"guess": guess}),
+            _call("submit_guess", {"guess": guess}),  # repeated: -0.2
+            _call("check_word_validity", {"word": task.answer}),
+            _call("get_game_state", {}),
+            _call("submit_guess", {"guess": task.answer}),
+        ]
+        out["penalised_win"] = [*calls, Message.assistant("Solved.")]
+        out["stops_early"] = [_call("submit_guess", {"guess": guess}), Message.assistant("Bye.")]
     if server == "instruction_following":
         follows, breaks = IF_REPLIES[task.id]
         out["follows"], out["breaks"] = [Message.assistant(follows)], [Message.assistant(breaks)]
@@ -207,6 +246,28 @@ class Case:
     maximum: float
     response: dict[str, Any]
     row: dict[str, Any]
+    observations: list[str]
+
+
+def turns_of(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """One Responses object per model turn (what NeMo Gym's agent sends each `/step`): a
+    turn is a message and/or function calls, ended by the tools' outputs or a new message."""
+    turns: list[list[dict[str, Any]]] = [[]]
+    for item in response["output"]:
+        if item["type"] == "function_call_output":
+            turns.append([])
+        elif item["type"] == "message" and turns[-1]:
+            turns.append([item])
+        else:
+            turns[-1].append(item)
+    return [{**response, "output": t} for t in turns if t]
+
+
+def observations_of(done: Any, task: Task) -> list[str]:
+    """The observations the model saw: the user turns after the row's own input."""
+    users = [m.content or "" for m in done.trajectory.messages if m.role == "user"]
+    given = sum(1 for m in task.messages if m.role == "user") - 1  # the last is the reset's
+    return users[given:]
 
 
 def documented(case: Case) -> tuple[float | None, float, str] | None:
@@ -236,6 +297,7 @@ async def _cases(server: str) -> list[Case]:
                     env.oracle_reward(task),
                     ng.to_row(done)["response"],
                     task.metadata["nemo_gym"]["row"],
+                    observations_of(done, task) if server == "grl_sokoban" else [],
                 )
             )
     await env.aclose()
@@ -261,17 +323,30 @@ def reference(all_cases: dict[str, list[Case]]) -> dict[tuple[str, str, str], di
             pytest.fail(missing)
         pytest.skip(missing)
     cases = [c for server, found in all_cases.items() if ng.SERVERS[server].compared for c in found]
-    results = run_reference([(c.server, c.row, c.response) for c in cases])
+    results = run_reference(
+        [
+            (c.server, c.row, turns_of(c.response) if ng.SERVERS[c.server].episodes else c.response)
+            for c in cases
+        ]
+    )
     return {(c.server, c.task_id, c.reply): r for c, r in zip(cases, results, strict=True)}
 
 
-def run_reference(items: list[tuple[str, dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
-    """NeMo Gym's own verdicts on (server, row, response) triples, in order."""
+def run_reference(
+    items: list[tuple[str, dict[str, Any], dict[str, Any] | list[dict[str, Any]]]],
+) -> list[dict[str, Any]]:
+    """NeMo Gym's own verdicts on (server, row, response) triples, in order; a list of
+    responses is an episode, one `/step` each."""
     payload = "\n".join(
-        json.dumps({"server": server, "row": row, "response": response})
+        json.dumps(
+            {"server": server, "row": row, "steps": response}
+            if isinstance(response, list)
+            else {"server": server, "row": row, "response": response}
+        )
         for server, row, response in items
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # their nemo_gym, not ours
+    env["NEMO_GYM_ENABLE_WORDS"] = str(ENABLE_WORDS)
     done = subprocess.run(
         [PYTHON, str(REFERENCE)],
         input=payload,
@@ -331,6 +406,10 @@ def test_rewards_equal_nemo_gyms_own(
         if (server, case.task_id) in NOT_COMPARABLE:
             continue
         theirs = reference[(server, case.task_id, case.reply)]
+        refused = REFUSED_BY_NEMO_GYM.get((server, case.reply))
+        if refused is not None:
+            assert refused[0] in theirs.get("error", ""), (case.task_id, theirs)
+            continue
         unavailable = _unavailable(theirs)
         if unavailable is not None:
             pytest.skip(f"NeMo Gym's {server} verifier cannot run here: {unavailable}")
@@ -349,6 +428,8 @@ def test_rewards_equal_nemo_gyms_own(
                 case.ours,
                 theirs,
             )
+        if case.observations:  # the same boards, move by move
+            assert case.observations == theirs["observations"][: len(case.observations)], case
 
 
 def test_every_difference_is_exercised_and_documented(all_cases: dict[str, list[Case]]) -> None:
@@ -366,6 +447,9 @@ def test_every_difference_is_exercised_and_documented(all_cases: dict[str, list[
     for key, (_, _, why) in DIFFERENCES.items():
         assert key in seen, key
         assert f"`{key[0]}`" in page and why in page, key
+    for (server, reply), (_, why) in REFUSED_BY_NEMO_GYM.items():
+        assert (server, reply, "*") in seen, (server, reply)
+        assert f"`{server}`" in page and why in page, server
 
 
 def test_case_sensitive_string_match_rows_keep_case() -> None:
@@ -453,3 +537,141 @@ def test_a_verifier_past_its_deadline_is_a_failure_not_a_zero() -> None:
     assert not done.ok and done.failure is not None
     assert (done.failure.kind, done.failure.code) == ("verifier", "verifier_timeout")
     assert done.reward is None
+
+
+def test_wordle_rows_play_their_own_word_with_nemo_gyms_guess_list() -> None:
+    """NeMo Gym's wordle plays the row's `custom_target` and accepts ENABLE's five-letter
+    words; a row it would refuse is a clear error naming the row and field."""
+    from nemo_gym.envs.games.wordle import words
+
+    row = json.loads((DATA / "wordle.jsonl").read_text().splitlines()[0])
+    env = ng.load([row], server="wordle")
+    task = next(iter(env.tasks()))
+    assert task.answer == row["custom_target"]
+    only_enable = sorted(set(words("enable")) - set(words()))[0]
+
+    async def play(guess: str) -> dict[str, Any]:
+        turns = [_call("submit_guess", {"guess": guess}), Message.assistant("Stop.")]
+        done = await gym.rollout(env, gym.models.ScriptedModel(turns), task)
+        output = ng.to_row(done)["response"]["output"]
+        return json.loads(next(i for i in output if i["type"] == "function_call_output")["output"])
+
+    assert asyncio.run(play(only_enable))["valid"] is True
+
+    # NeMo Gym's agent allows 30 model turns: twelve checks before the winning guess still win.
+    checks = [_call("check_word_validity", {"word": "crane"})] * 12
+    turns = [*checks, _call("submit_guess", {"guess": task.answer}), Message.assistant("Won.")]
+    done = asyncio.run(gym.rollout(env, gym.models.ScriptedModel(turns), task))
+    assert done.reward == pytest.approx(1.6)
+    for field, value in (("custom_target", "qzxjv"), ("word_length", 6)):
+        with pytest.raises(gym.errors.ConfigError, match=rf"row 0: field '{field}'"):
+            ng.load([{**row, field: value}], server="wordle")
+
+
+def test_grl_sokoban_rows_deal_nemo_gyms_board() -> None:
+    """The board of NeMo Gym's first example row (seed 84810, 5x5), as its generator deals
+    it (the reference comparison checks every row's boards move by move)."""
+    env = ng.load(DATA / "grl_sokoban.jsonl", server="grl_sokoban", limit=1)
+    task = next(iter(env.tasks()))
+    assert task.messages[-1].content.split("\n")[1:6] == [
+        "#####",
+        "#O__#",
+        "#_X_#",
+        "#_P_#",
+        "#####",
+    ]
+
+
+def test_a_sokoban_reply_without_a_move_costs_a_step() -> None:
+    """Stalling is not free: a reply with no move is gym-sokoban's no-op, -0.1 like a move."""
+    env = ng.load(DATA / "grl_sokoban.jsonl", server="grl_sokoban", limit=1)
+    task = next(iter(env.tasks()))
+    done = asyncio.run(gym.rollout(env, gym.models.ScriptedModel(["Hmm."] * env.max_steps), task))
+    assert done.reward == pytest.approx(-0.1 * env.max_steps)
+
+
+def test_the_page_lists_every_nemo_gym_server_from_the_coverage_table() -> None:
+    from nemo_gym.interop.nemo_gym.coverage import COVERAGE, coverage_markdown
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "coming-from-nemo-gym.md").read_text()
+    block = page.split("<!-- coverage:start -->\n", 1)[1].split("\n<!-- coverage:end -->")[0]
+    assert block == coverage_markdown(), "regenerate the table with coverage_markdown()"
+    assert len(COVERAGE) == 145
+    assert {n for n, c in COVERAGE.items() if c.status == "supported"} == set(ng.SERVERS)
+    for entry in COVERAGE.values():
+        assert entry.reason, entry.name
+
+
+def test_the_coverage_table_names_the_wheels_servers() -> None:
+    """The 145 names are the wheel's `resources_servers/` folders (with the reference venv)."""
+    from nemo_gym.interop.nemo_gym.coverage import COVERAGE
+
+    if not Path(PYTHON).is_file():
+        pytest.skip(f"no NeMo Gym reference venv at {PYTHON}")
+    script = (
+        "import pathlib, resources_servers as r; p = pathlib.Path(next(iter(r.__path__)));"
+        "print('\\n'.join(d.name for d in p.iterdir() if (d / 'README.md').is_file()))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [PYTHON, "-c", script], capture_output=True, text=True, env=env, cwd="/", check=True
+    )
+    assert set(done.stdout.split()) == set(COVERAGE)
+
+
+def test_grl_sokoban_boards_match_nemo_gyms_generator() -> None:
+    """Our port against NeMo Gym's own generation.py (from the reference venv), seeded as its
+    reset seeds it, on the example rows' settings and 40 more seeds and sizes."""
+    import importlib.util
+    import random
+
+    import numpy as np
+
+    from nemo_gym.envs.games.grl_sokoban import board_from_seed
+
+    found = sorted(Path(PYTHON).parents[1].glob("lib/python3*/site-packages/resources_servers"))
+    if not found:
+        if os.environ.get("NEMO_GYM_REQUIRE_REFERENCE"):
+            pytest.fail(f"no NeMo Gym reference venv at {PYTHON}")
+        pytest.skip(f"no NeMo Gym reference venv at {PYTHON}")
+    path = found[0] / "grl_sokoban" / "sokoban_env" / "generation.py"
+    spec = importlib.util.spec_from_file_location("nemo_gym_sokoban_generation", path)
+    assert spec is not None and spec.loader is not None
+    generation = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generation)
+    rows = [json.loads(line) for line in (DATA / "grl_sokoban.jsonl").read_text().splitlines()]
+    cases = [(r["seed"], (r["dim_room"][0], r["dim_room"][1]), r["num_boxes"]) for r in rows]
+    pick = random.Random(1)
+    cases += [
+        (pick.randrange(10**6), (pick.randint(5, 9), pick.randint(5, 9)), pick.choice([1, 2]))
+        for _ in range(40)
+    ]
+    compared = 0
+    state_before = random.getstate(), np.random.get_state()
+    try:
+        for seed, dim, boxes in cases:
+            random.seed(seed)
+            np.random.seed(seed)
+            try:
+                fixed, state, _, _ = generation.generate_room(
+                    dim=dim, num_steps=int(1.7 * sum(dim)), num_boxes=boxes, search_depth=100
+                )
+            except (RuntimeError, RuntimeWarning):
+                continue  # NeMo Gym then reseeds from hash(str(seed)): not reproducible
+            ours = board_from_seed(seed, dim, boxes)
+
+            def cells(mask: Any) -> list[tuple[int, int]]:
+                return sorted((int(r), int(c)) for r, c in np.argwhere(mask))
+
+            theirs = {
+                "walls": cells(fixed == 0),
+                "targets": cells(fixed == 2),
+                "boxes": cells((state == 3) | (state == 4)),
+                "player": cells(state == 5)[0],
+            }
+            assert {k: ours[k] for k in theirs} == theirs, (seed, dim, boxes)
+            compared += 1
+    finally:
+        random.setstate(state_before[0])
+        np.random.set_state(state_before[1])
+    assert compared >= 35

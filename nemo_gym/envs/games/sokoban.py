@@ -19,7 +19,11 @@ RULES = (
     "turn: <action>Up</action>, <action>Down</action>, <action>Left</action> or "
     "<action>Right</action>."
 )
-_ACTION = re.compile(r"<action>\s*(up|down|left|right)\s*</action>|\b(up|down|left|right)\b", re.I)
+# A tagged move anywhere wins over a bare word, and 1-4 in the tag are Up, Down, Left,
+# Right: NeMo Gym's grl_sokoban reads actions this way.
+_TAGGED = re.compile(r"<action>\s*(up|down|left|right|[1-4])\s*</action>", re.I)
+_WORD = re.compile(r"\b(up|down|left|right)\b", re.I)
+_NUMBERED = dict(zip("1234", MOVES, strict=True))
 Cell = tuple[int, int]
 
 
@@ -82,7 +86,8 @@ def render(
 
 
 class SokobanEpisode(BasicEpisode):
-    def __init__(self, board: dict) -> None:
+    def __init__(self, board: dict, observation: str = "board") -> None:
+        self.observation = observation  # "grl": NeMo Gym's grl_sokoban text around the board
         self.rows, self.cols = board["rows"], board["cols"]
         self.walls = {tuple(w) for w in board["walls"]}
         self.targets = frozenset(tuple(t) for t in board["targets"])
@@ -96,11 +101,18 @@ class SokobanEpisode(BasicEpisode):
         )
 
     async def step(self, action: str) -> Observation:
-        found = _ACTION.findall(action)
-        move = next(((a or b).lower() for a, b in found), None)
+        found = _TAGGED.search(action) or _WORD.search(action)
+        move = _NUMBERED.get(found.group(1), found.group(1).lower()) if found else None
         if move is None:
+            # gym-sokoban's no-op: a step, and its -0.1. Free no-ops would let a policy
+            # stall at 0 where every real attempt costs moves.
+            self.state.update(
+                moves=self.state["moves"] + 1, score=round(self.state["score"] - 0.1, 6)
+            )
             return Observation(
-                action=action, observation="Reply with one move, e.g. <action>Up</action>."
+                action=action,
+                observation="Reply with one move, e.g. <action>Up</action>.",
+                reward=-0.1,
             )
         boxes = frozenset(self.state["boxes"])
         player, after = push(self.walls, boxes, self.state["player"], move)
@@ -114,6 +126,10 @@ class SokobanEpisode(BasicEpisode):
             score=round(self.state["score"] + reward, 6),
         )
         board = render(self.rows, self.cols, self.walls, self.targets, after, player)
+        if self.observation == "grl":
+            from nemo_gym.envs.games.grl_sokoban import frame
+
+            board = frame(board, done=solved)
         return Observation(action=action, observation=board, reward=reward, terminated=solved)
 
 
@@ -212,7 +228,7 @@ class Sokoban(ProceduralEnv):
         )
 
     async def open(self, task: Task) -> SokobanEpisode:
-        return SokobanEpisode(task.metadata["board"])
+        return SokobanEpisode(task.metadata["board"], task.metadata.get("observation", "board"))
 
     def oracle_reward(self, task: Task) -> float:
         return task.metadata["oracle_score"] if task.metadata["scoring"] == "gym_sokoban" else 1.0

@@ -26,9 +26,15 @@ TOOLS = "Use submit_guess to guess; check_word_validity and get_game_state may h
 _GUESS = re.compile(r"<guess>\s*([A-Za-z]+)\s*</guess>|\b([A-Za-z]{5})\b")
 
 
+WORD_LISTS = {"scowl": "words5.txt", "enable": "enable5.txt"}
+"""The accepted guesses: our SCOWL list (the default), or ENABLE's five-letter words, the
+list NeMo Gym's wordle accepts."""
+
+
 @cache
-def words() -> tuple[str, ...]:
-    text = resources.files("nemo_gym.envs").joinpath("games/data/words5.txt").read_text("utf-8")
+def words(guesses: str = "scowl") -> tuple[str, ...]:
+    path = f"games/data/{WORD_LISTS[guesses]}"
+    text = resources.files("nemo_gym.envs").joinpath(path).read_text("utf-8")
     lines = (line.strip() for line in text.splitlines() if not line.startswith("#"))
     return tuple(w for w in lines if len(w) == 5 and w.isalpha())
 
@@ -48,9 +54,9 @@ def feedback(guess: str, target: str) -> str:
 class WordleEpisode(BasicEpisode):
     """The game; driven by `step` (text guesses) or by the tools (NeMo Gym's interface)."""
 
-    def __init__(self, target: str, max_turns: int) -> None:
+    def __init__(self, target: str, max_turns: int, guesses: str = "scowl") -> None:
         self.target, self.max_turns = target, max_turns
-        self.valid = set(words()) | {target}
+        self.valid = set(words(guesses)) | {target}
 
         @tool
         async def submit_guess(guess: str) -> dict[str, Any]:
@@ -159,7 +165,9 @@ async def verify_wordle(task: Task, trajectory: Trajectory) -> Rewards:
 class Wordle(ProceduralEnv):
     """Wordle with a seeded secret from 4,600 SCOWL words; guesses in text (`interface=
     "text"`, the Gymnasium-style loop) or through tools (`interface="tools"`, NeMo Gym's
-    wordle). `scoring="nemo_gym"` rewards fewer turns as NeMo Gym does."""
+    wordle). `scoring="nemo_gym"` rewards fewer turns as NeMo Gym does; `guesses="enable"`
+    accepts the guesses NeMo Gym accepts (ENABLE's five-letter words); `model_turns` bounds
+    the tool loop's model turns (default twice `max_turns`)."""
 
     name = "wordle"
     version = "1"
@@ -175,32 +183,45 @@ class Wordle(ProceduralEnv):
         max_turns: int = 6,
         interface: str = "text",
         scoring: str = "win",
+        guesses: str = "scowl",
+        model_turns: int | None = None,
     ) -> None:
         if interface not in ("text", "tools") or scoring not in ("win", "nemo_gym"):
             raise ConfigError("wordle: interface is 'text' or 'tools', scoring 'win' or 'nemo_gym'")
+        if guesses not in WORD_LISTS:
+            raise ConfigError(f"wordle: guesses is one of {', '.join(WORD_LISTS)}")
         harness = (
             MultiStep(max_steps=max_turns)
             if interface == "text"
-            else ToolLoop(max_turns=max_turns * 2)
+            else ToolLoop(max_turns=model_turns or max_turns * 2)
         )
         super().__init__(verify_wordle, seed=seed, size=size, harness=harness)
         self.max_turns, self.interface, self.scoring = max_turns, interface, scoring
+        self.guesses = guesses
         self.max_reward = 1.8 if scoring == "nemo_gym" else 1.0  # type: ignore[misc]
 
     def draw(self, rng: random.Random) -> Task:
-        target = rng.choice(words())
+        target = rng.choice(words(self.guesses))
         rules = RULES.format(turns=self.max_turns) + (TEXT if self.interface == "text" else TOOLS)
         return Task(
             prompt=rules,
             answer=target,
-            metadata={"max_turns": self.max_turns, "scoring": self.scoring},
+            metadata={
+                "max_turns": self.max_turns,
+                "scoring": self.scoring,
+                "guesses": self.guesses,
+            },
         )
 
     def content(self, task: Task) -> str:
         return str(task.answer)
 
     async def open(self, task: Task) -> WordleEpisode:
-        return WordleEpisode(str(task.answer), int(task.metadata["max_turns"]))
+        return WordleEpisode(
+            str(task.answer),
+            int(task.metadata["max_turns"]),
+            str(task.metadata.get("guesses", "scowl")),
+        )
 
     def oracle_reward(self, task: Task) -> float:
         return 1.6 if task.metadata.get("scoring") == "nemo_gym" else 1.0
@@ -217,6 +238,6 @@ class Wordle(ProceduralEnv):
         )
 
     def wrong(self, task: Task) -> Turns:
-        miss = next(w for w in words() if not set(w) & set(str(task.answer)))
+        miss = next(w for w in words(self.guesses) if not set(w) & set(str(task.answer)))
         turns = [m for _ in range(self.max_turns) for m in self._play(miss)]
         return turns + ([] if self.interface == "text" else [Message.assistant("I give up.")])

@@ -10,7 +10,8 @@ rows = list(ng.to_rows(result.rollouts))       # NeMo Gym result rows
 ```
 
 `SERVERS` names every supported server and the environment that scores it (see
-docs/coming-from-nemo-gym.md for what differs from NeMo Gym's own verifier, and why).
+docs/coming-from-nemo-gym.md for what differs from NeMo Gym's own verifier, and why);
+`COVERAGE` every one of NeMo Gym 0.7.0's 145 servers, with its status here and why.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nemo_gym.errors import ConfigError
+from nemo_gym.interop.nemo_gym.coverage import COVERAGE, Coverage, coverage_markdown
 from nemo_gym.interop.nemo_gym.servers import SERVERS, Server, rows_of
 from nemo_gym.interop.nemo_gym.wire import (
     messages_from_input,
@@ -30,8 +32,11 @@ from nemo_gym.protocols import Environment
 from nemo_gym.records import Rollout, Task
 
 __all__ = [
+    "COVERAGE",
     "SERVERS",
+    "Coverage",
     "Server",
+    "coverage_markdown",
     "load",
     "messages_from_input",
     "response_from_trajectory",

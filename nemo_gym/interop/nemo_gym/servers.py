@@ -39,6 +39,9 @@ class Server:
     requires: tuple[str, ...] = ()
     compared: bool = True
     """Whether the tests compare our rewards with NeMo Gym's own verifier on its rows."""
+    episodes: bool = False
+    """NeMo Gym runs it as a Gymnasium-style server (`/reset`, then `/step` per model turn):
+    the comparison replays whole episodes, not one `verify` call."""
 
 
 def _params(row: Row) -> Mapping[str, Any]:
@@ -251,9 +254,22 @@ def _seed(row: Row) -> random.Random:
 
 
 def _wordle(row: Row, server: str) -> Task:
+    """NeMo Gym's wordle reads `custom_target`, `max_turns` and `word_length` from the row and
+    refuses a target its guess list lacks (a row's rollouts must all play the same word)."""
+    from nemo_gym.envs.games.wordle import words
+
+    if row.get("word_length", 5) != 5:
+        raise row.bad("word_length", "must be 5: NeMo Gym's guess list has only 5-letter words")
     target = str(row.require("custom_target", str)).lower()
+    if target not in words("enable"):
+        raise row.bad("custom_target", f"{target!r} is not one of NeMo Gym's accepted guesses")
     return _task(
-        row, server, answer=target, max_turns=int(row.get("max_turns", 6)), scoring="nemo_gym"
+        row,
+        server,
+        answer=target,
+        max_turns=int(row.get("max_turns", 6)),
+        scoring="nemo_gym",
+        guesses="enable",
     )
 
 
@@ -274,26 +290,64 @@ def _with_observation(task: Task, observation: str) -> Task:
     return task.model_copy(update={"messages": (*task.messages, Message.user(observation))})
 
 
-def _board_game(env: str) -> TaskFn:
-    def convert(row: Row, server: str) -> Task:
-        from nemo_gym.catalog import make
+# NeMo Gym's grl_sokoban: its server's board options, and its agent's step budget.
+_SOKOBAN_DEFAULTS = {"dim_room": [6, 6], "num_boxes": 1, "search_depth": 100, "max_steps": 100}
+_SOKOBAN_AGENT_STEPS = 20
+_SOKOBAN_FIXED = ("grid_lookup", "action_lookup", "render_mode")
 
-        dims = row.get("dim_room") or row.get("dim_board") or [6, 6]
-        if env == "sokoban":
-            game = make(
-                "sokoban",
-                rows=max(4, int(dims[0])),
-                cols=max(4, int(dims[1])),
-                boxes=int(row.get("num_boxes", 1)),
-                scoring="gym_sokoban",
-            )
-        else:
-            game = make("tetris", width=int(dims[0]), height=int(dims[1]), scoring="grl")
-        drawn = game.draw(_seed(row))  # type: ignore[attr-defined]
-        task = _task(row, server, answer=drawn.answer, **drawn.metadata)
-        return _with_observation(task, str(drawn.prompt).split("\n\n", 1)[1])
 
-    return convert
+def _grl_sokoban(row: Row, server: str) -> Task:
+    """The board NeMo Gym's grl_sokoban deals for the row's `seed`, `dim_room`, `num_boxes`
+    and `search_depth` (its generator, ported), scored with gym-sokoban's step rewards."""
+    from nemo_gym.envs.games.grl_sokoban import board_from_seed, frame
+    from nemo_gym.envs.games.sokoban import render, solve
+
+    for key in _SOKOBAN_FIXED:
+        if key in row.data:
+            raise row.bad(key, "is not supported: the board is drawn with NeMo Gym's defaults")
+    dims = row.get("dim_room", _SOKOBAN_DEFAULTS["dim_room"])
+    if not (isinstance(dims, list) and len(dims) == 2 and all(isinstance(d, int) for d in dims)):
+        raise row.bad("dim_room", f"is {dims!r}; two integers [rows, cols]")
+    seed = row.get("seed")
+    if not isinstance(seed, int):
+        raise row.bad("seed", "must be an integer: it decides the board")
+    board = board_from_seed(
+        seed,
+        (dims[0], dims[1]),
+        int(row.get("num_boxes", _SOKOBAN_DEFAULTS["num_boxes"])),
+        int(row.get("search_depth", _SOKOBAN_DEFAULTS["search_depth"])),
+    )
+    walls = {tuple(w) for w in board["walls"]}
+    targets, boxes = frozenset(board["targets"]), frozenset(board["boxes"])
+    plan = solve(walls, targets, boxes, board["player"]) or []  # type: ignore[arg-type]
+    picture = render(board["rows"], board["cols"], walls, targets, boxes, board["player"])  # type: ignore[arg-type]
+    task = _task(
+        row,
+        server,
+        answer=plan,
+        board=board,
+        scoring="gym_sokoban",
+        oracle_score=round(10.0 + len(targets) - 0.1 * len(plan), 6),
+        observation="grl",
+    )
+    return _with_observation(task, frame(picture, done=False))
+
+
+def _grl_sokoban_options(rows: Sequence[Row]) -> dict[str, Any]:
+    budgets = {int(r.get("max_steps", _SOKOBAN_DEFAULTS["max_steps"])) for r in rows}
+    if len(budgets) > 1:
+        raise ConfigError(f"grl_sokoban: the rows mix max_steps {sorted(budgets)}")
+    return {"scoring": "gym_sokoban", "max_steps": min(budgets.pop(), _SOKOBAN_AGENT_STEPS)}
+
+
+def _grl_tetris(row: Row, server: str) -> Task:
+    from nemo_gym.catalog import make
+
+    dims = row.get("dim_board") or [6, 6]
+    game = make("tetris", width=int(dims[0]), height=int(dims[1]), scoring="grl")
+    drawn = game.draw(_seed(row))  # type: ignore[attr-defined]
+    task = _task(row, server, answer=drawn.answer, **drawn.metadata)
+    return _with_observation(task, str(drawn.prompt).split("\n\n", 1)[1])
 
 
 def _code_gen(row: Row, server: str) -> Task:
@@ -394,21 +448,27 @@ _SERVERS = [
         "wordle",
         "wordle",
         _wordle,
-        lambda rows: {"interface": "tools", "scoring": "nemo_gym"},
-        compared=False,
+        # NeMo Gym's wordle agent allows 30 model turns (tool checks included).
+        lambda rows: {
+            "interface": "tools",
+            "scoring": "nemo_gym",
+            "guesses": "enable",
+            "model_turns": 30,
+        },
+        episodes=True,
     ),
     Server("blackjack", "blackjack", _blackjack, compared=False),
     Server(
         "grl_sokoban",
         "sokoban",
-        _board_game("sokoban"),
-        lambda rows: {"scoring": "gym_sokoban"},
-        compared=False,
+        _grl_sokoban,
+        _grl_sokoban_options,
+        episodes=True,
     ),
     Server(
         "grl_tetris",
         "tetris",
-        _board_game("tetris"),
+        _grl_tetris,
         lambda rows: {"scoring": "grl"},
         compared=False,
     ),
