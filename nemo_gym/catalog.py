@@ -96,11 +96,12 @@ def register(
 
 def make(name: str | Spec, **options: Any) -> Environment:
     """Build the environment registered under `name` (`name@version` for one version)
-    with `options`, or rebuild one from its `Spec`."""
+    with `options`, or rebuild one from its `Spec` (by name only: see `registry.rebuild`
+    for a spec whose import path you trust)."""
     if isinstance(name, Spec):
         if options:
             raise TypeError("make(spec) takes no options: they are in the spec")
-        return registry.build(name)
+        return registry.rebuild(name)
     return registry.build("env", name, **options)
 
 

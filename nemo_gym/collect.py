@@ -43,7 +43,7 @@ from nemo_gym.lifecycle import close_all, is_interrupt
 from nemo_gym.metrics import Group, MetricsAccumulator, compute_metrics, row_group
 from nemo_gym.protocols import Environment, Harness, Model, Verifier, as_verifier
 from nemo_gym.records import SCHEMA_VERSION, Rewards, Rollout, RunMetrics, Sampling, Task
-from nemo_gym.registry import Spec, build
+from nemo_gym.registry import Spec, build, rebuild
 from nemo_gym.runner import DEFAULT_CONCURRENCY, _failure, rollouts, run_spec
 
 __all__ = [
@@ -867,6 +867,7 @@ async def reverify(
     judge_failed_only: bool = False,
     success_threshold: float = 1.0,
     concurrency: int = DEFAULT_CONCURRENCY,
+    trust_code: bool = False,
 ) -> RunResult:
     """Recompute rewards of a stored run without inference; the originals stay as they are.
 
@@ -877,6 +878,10 @@ async def reverify(
     `judge_failed_only`, only rows that failed with code `judge_failed` are verified
     again. New rows go to `output` (default `RUN_DIR/reverified`). Environments rebuilt
     here are closed at the end.
+
+    A run directory is data, possibly someone else's: its `run.json` rebuilds only names
+    this process knows (registered, built-in, plugins). `trust_code=True` also imports
+    the factory paths it names (`target`), which runs whatever code they point at.
     """
     source = Path(run_dir)
     if not (source / ROLLOUTS).exists():
@@ -889,7 +894,7 @@ async def reverify(
     elif env is not None:
         checks[None] = as_verifier(env.verifier)
     else:
-        built = _rebuild_envs(source / MANIFEST, manifest)
+        built = _rebuild_envs(source / MANIFEST, manifest, trust_code=trust_code)
         checks = {key: as_verifier(e.verifier) for key, e in built.items()}
         if len(checks) == 1:
             checks = {None: next(iter(checks.values()))}
@@ -970,7 +975,9 @@ async def reverify(
     return RunResult(metrics=_finish(out, metrics), output=out, new=new)
 
 
-def _rebuild_envs(path: Path, manifest: dict[str, Any] | None) -> dict[Group, Environment]:
+def _rebuild_envs(
+    path: Path, manifest: dict[str, Any] | None, *, trust_code: bool
+) -> dict[Group, Environment]:
     """The environments a run's `run.json` names (one per part), rebuilt with their
     options, by the (env name, variant) of the rows they verify."""
     if manifest is None:
@@ -988,7 +995,10 @@ def _rebuild_envs(path: Path, manifest: dict[str, Any] | None) -> dict[Group, En
             env_spec = Spec.model_validate(value)
         except ValidationError as exc:
             raise ConfigError(f"{path}: field {field!r} is not a spec: {exc}") from exc
-        env = build(env_spec)
+        try:
+            env = rebuild(env_spec, trust_code=trust_code)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: field {field!r}: {exc}") from exc
         envs[(part.get("env") or env.name, part.get("variant"))] = env
     return envs
 

@@ -18,7 +18,9 @@ version registered under it.
 Everything `build` makes remembers its `Spec` — kind, name, version, options and the
 import path of its factory — so it can be rebuilt in another process (a Ray worker, a
 `reverify` run, a config file): `build(spec)` needs nothing but the spec, because a
-name registered only in the first process is found again through `spec.target`.
+name registered only in the first process is found again through `spec.target` when
+the caller trusts the spec (`rebuild(spec, trust_code=True)`): a spec read from a file
+otherwise builds only names this process knows.
 Objects built directly (`Arithmetic(seed=3)`) describe themselves the same way: the
 built-in classes remember the keyword arguments they were constructed with
 (`Described`), and `spec_of` falls back to the object's type for anything else.
@@ -56,6 +58,7 @@ __all__ = [
     "entries",
     "lookup",
     "names",
+    "rebuild",
     "register",
     "search_dirs",
     "spec_of",
@@ -526,14 +529,13 @@ def entries(kind: Kind) -> Iterator[Entry]:
 def build(kind: Kind | Spec, name: str | None = None, /, **options: Any) -> Any:
     """Build `kind` `name` with `options`, or rebuild from a `Spec`.
 
-    `build("env", "arithmetic", seed=3)`, `build(spec)`. The object remembers its spec
-    (`spec_of`). A spec whose name is unknown here is rebuilt from its `target` import
-    path; options recorded as `{"$spec": ...}` are rebuilt first.
+    `build("env", "arithmetic", seed=3)`, `build(spec)` (= `rebuild(spec)`). The object
+    remembers its spec (`spec_of`).
     """
     if isinstance(kind, Spec):
         if name is not None or options:
             raise TypeError("build(spec) takes no other arguments")
-        return _rebuild(kind)
+        return rebuild(kind)
     kind = _check_kind(kind)
     if name is None:
         raise TypeError("build(kind, name, **options) needs a name")
@@ -573,8 +575,17 @@ def _attr_version(obj: Any) -> str | None:
     return str(version)
 
 
-def _rebuild(spec: Spec) -> Any:
-    options = {key: _revive(value) for key, value in spec.options.items()}
+def rebuild(spec: Spec, /, *, trust_code: bool = False) -> Any:
+    """Build the object `spec` describes, by its registered name.
+
+    A spec names only what this process can already build (registered, built-in, local
+    folder, plugin) unless `trust_code=True`: then a name unknown here is rebuilt from
+    the spec's `target` import path, which imports and calls whatever that path names.
+    Specs come from files (`run.json`, a config, a Ray driver): pass `trust_code=True`
+    only for specs from a source you trust as you trust your own code. Options recorded
+    as `{"$spec": ...}` are rebuilt first, under the same rule.
+    """
+    options = {key: _revive(value, trust_code) for key, value in spec.options.items()}
     if _has_opaque(spec.options):
         opaque = [k for k, v in spec.options.items() if _has_opaque(v)]
         raise ConfigError(
@@ -586,6 +597,14 @@ def _rebuild(spec: Spec) -> Any:
     except ConfigError:
         if spec.target is None:
             raise
+        if not trust_code:
+            raise ConfigError(
+                f"{spec.kind} {spec.id!r} is not a name this process knows, and its spec "
+                f"names the import path {spec.target!r}: importing it runs code the spec "
+                "chose, so it is refused. Register the name (or install its plugin), or "
+                "pass trust_code=True (gym eval reverify --trust-run-code) if the spec "
+                "comes from a source you trust"
+            ) from None
         entry = Entry(spec.kind, spec.name, spec.target, "registered", spec.version)
     return _construct(entry, options, spec.target or entry.target_path)
 
@@ -594,13 +613,13 @@ def _has_version(spec: Spec) -> bool:
     return any(e.version == spec.version for e in _candidates(spec.kind, spec.name))
 
 
-def _revive(value: Any) -> Any:
+def _revive(value: Any, trust_code: bool) -> Any:
     if isinstance(value, dict):
         if set(value) == {"$spec"}:
-            return _rebuild(Spec.model_validate(value["$spec"]))
-        return {k: _revive(v) for k, v in value.items()}
+            return rebuild(Spec.model_validate(value["$spec"]), trust_code=trust_code)
+        return {k: _revive(v, trust_code) for k, v in value.items()}
     if isinstance(value, list):
-        return [_revive(v) for v in value]
+        return [_revive(v, trust_code) for v in value]
     return value
 
 

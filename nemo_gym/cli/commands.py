@@ -137,7 +137,12 @@ def eval_reverify(args: argparse.Namespace) -> int:
     from nemo_gym.collect import reverify
 
     result = asyncio.run(
-        reverify(args.run_dir, output=args.output, judge_failed_only=args.judge_failed_only)
+        reverify(
+            args.run_dir,
+            output=args.output,
+            judge_failed_only=args.judge_failed_only,
+            trust_code=args.trust_run_code,
+        )
     )
     print(summary(result.metrics, result.output))
     return 0

@@ -14,9 +14,10 @@ async with gym_ray.RayPool(env, model, workers=8, concurrency=2048) as pool:
 ```
 
 - **Specs, not pickles.** Each actor rebuilds the environment, model and harness from
-  the run's `RunSpec` (`registry.build(spec)`), so they must be rebuildable: built by
-  name, `Described`, or registered by import path (secrets such as API keys come from
-  the actors' environment, never from a spec).
+  the run's `RunSpec` (`registry.rebuild(spec, trust_code=True)`: the driver's own
+  specs), so they must be rebuildable: built by name, `Described`, or registered by
+  import path (secrets such as API keys come from the actors' environment, never from
+  a spec).
 - **Lazy, work-stealing dispatch.** The driver pulls (task, repeat) pairs lazily and
   hands them, in small chunks, to whichever actor has room: each actor holds at most
   its share of `concurrency` (rounded up), so a slow actor gets less work, not the
@@ -147,9 +148,11 @@ class RolloutWorker:
         self._running: set[asyncio.Task[Rollout]] = set()
         self._headers: dict[str, tuple[RunSpec, float | None, str]] = {}
         try:
-            self.env = registry.build(self.spec.env)
-            self.model = registry.build(self.spec.model)
-            self.harness = registry.build(self.spec.harness)
+            # The spec is the driver's own (built from its objects in this run), so
+            # import paths it names are the user's code, not a file's.
+            self.env = registry.rebuild(self.spec.env, trust_code=True)
+            self.model = registry.rebuild(self.spec.model, trust_code=True)
+            self.harness = registry.rebuild(self.spec.harness, trust_code=True)
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
 
