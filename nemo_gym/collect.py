@@ -22,7 +22,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import (
-    AsyncIterator,
+    AsyncGenerator,
     Awaitable,
     Callable,
     Coroutine,
@@ -44,7 +44,7 @@ from nemo_gym.metrics import Group, MetricsAccumulator, compute_metrics, row_gro
 from nemo_gym.protocols import Environment, Harness, Model, Verifier, as_verifier
 from nemo_gym.records import SCHEMA_VERSION, Rewards, Rollout, RunMetrics, Sampling, Task
 from nemo_gym.registry import Spec, build, rebuild
-from nemo_gym.runner import DEFAULT_CONCURRENCY, _failure, rollouts, run_spec
+from nemo_gym.runner import DEFAULT_CONCURRENCY, failure_of, rollouts, run_spec
 
 __all__ = [
     "KNOWN_SCHEMA_VERSIONS",
@@ -455,7 +455,7 @@ async def _local_stream(
     keep_open: bool,
     shard: tuple[int, int] | None,
     workers: int | None = None,
-) -> AsyncIterator[Rollout]:
+) -> AsyncGenerator[Rollout, None]:
     """The rollouts of every part, one part after the other, each with the runner at
     full `concurrency`; each rollout tagged with its part's variant. Parts never started
     (the stream closed early) are closed here unless `keep_open`. With `workers`, each
@@ -492,7 +492,7 @@ async def _local_stream(
             await close_all(*(obj for p in pending for obj in (p.env, p.env.verifier, p.harness)))
 
 
-def _ray_rollouts(workers: int) -> Callable[..., AsyncIterator[Rollout]]:
+def _ray_rollouts(workers: int) -> Callable[..., AsyncGenerator[Rollout, None]]:
     """`rollouts`, computed on `workers` Ray actors (`nemo_gym.integrations.ray`)."""
     from nemo_gym.integrations import ray
 
@@ -935,7 +935,7 @@ async def reverify(
             except BaseException as exc:
                 if is_interrupt(exc):
                     raise
-                rewards, failure = None, _failure(exc, "verify")
+                rewards, failure = None, failure_of(exc, "verify")
             timings = item.timings.model_copy(update={"verify_s": time.perf_counter() - started})
         return item.model_copy(
             update={

@@ -20,7 +20,7 @@ import time
 import traceback
 import uuid
 from array import array
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, Iterable, Iterator
 from contextlib import aclosing
 from contextvars import ContextVar
 from typing import Any, NamedTuple
@@ -53,6 +53,7 @@ __all__ = [
     "current_rollout",
     "default_harness",
     "derive_seed",
+    "failure_of",
     "grouped",
     "groups",
     "rollout",
@@ -109,42 +110,50 @@ def _error_type(exc: BaseException) -> str:
     return wrapped or type(exc).__qualname__
 
 
+_NO_SAMPLING = Sampling()
+
+
 class RecordingModel:
     """Wraps the policy for one rollout: applies run-level sampling and the repeat's seed,
     and records every call (request as sent, response or error, latency, attempts) on
     the trajectory. An empty reply (no content, no tool calls) is an `empty_response`
     model failure."""
 
-    __slots__ = ("_given", "_merged", "_started", "calls", "model", "model_s", "sampling", "seed")
+    __slots__ = ("_calls", "_given", "_inner", "_merged", "_run_sampling", "_seed", "_started")
+    __slots__ += ("model_s",)
+
+    # What a harness may read of the adapter it drives: plain data, never a way to call
+    # it (a client, the adapter itself), which would skip recording and the seed.
+    FORWARDED = frozenset({"name", "model", "tokenizer", "version"})
 
     def __init__(
         self, model: Model, calls: list[ModelCall], sampling: Sampling | None, seed: int | None
     ):
-        self.model = model
-        self.calls = calls
-        self.sampling = sampling
-        self.seed = seed
+        self._inner = model
+        self._calls = calls
+        self._run_sampling = sampling
+        self._seed = seed
         self.model_s = 0.0
         self._given: Sampling | None = None
-        self._merged: Sampling | None = None
+        self._merged = _NO_SAMPLING  # replaced on the first call (`_given` is None)
         self._started = 0
 
     def _sampling(self, given: Sampling) -> Sampling:
         # A harness sends the same Sampling object every turn: merge it once.
         if given is not self._given:
-            merged = given if self.sampling is None else self.sampling.merged_over(given)
-            self._given, self._merged = given, merged
+            run = self._run_sampling
+            self._given, self._merged = given, given if run is None else run.merged_over(given)
         merged = self._merged
-        if self.seed is not None:
+        if self._seed is not None:
             # Each call of the rollout gets a seed of its own (the first one the repeat's
             # seed itself): parallel calls with one prompt (several thinkers, sub-agents)
             # must not draw the same sample.
             index = self._started
             self._started += 1
-            seed = self.seed if index == 0 else call_seed(self.seed, index)
-            if merged.seed != seed:  # type: ignore[union-attr]
-                merged = replace(merged, seed=seed)  # type: ignore[arg-type]
-        return merged  # type: ignore[return-value]
+            seed = self._seed if index == 0 else call_seed(self._seed, index)
+            if merged.seed != seed:
+                merged = replace(merged, seed=seed)
+        return merged
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         sampling = self._sampling(request.sampling)
@@ -152,14 +161,14 @@ class RecordingModel:
             request = replace(request, sampling=sampling)
         started = time.perf_counter()
         try:
-            response = await self.model.generate(request)
+            response = await self._inner.generate(request)
         except BaseException as exc:
             if is_interrupt(exc):
                 raise
             elapsed = time.perf_counter() - started
             self.model_s += elapsed
             attempts = exc.attempts if isinstance(exc, ModelError) else 1
-            self.calls.append(
+            self._calls.append(
                 ModelCall(
                     request=request,
                     error=f"{type(exc).__qualname__}: {exc}",
@@ -175,7 +184,7 @@ class RecordingModel:
         elapsed = time.perf_counter() - started
         self.model_s += elapsed
         sent = response.sampling
-        self.calls.append(
+        self._calls.append(
             ModelCall(
                 request=request if sent is None else replace(request, sampling=sent),
                 response=response,
@@ -193,11 +202,19 @@ class RecordingModel:
         return response
 
     def __getattr__(self, name: str) -> Any:
-        # Harnesses may ask the policy for adapter attributes (a tokenizer, a name).
-        return getattr(self.model, name)
+        if name in RecordingModel.FORWARDED:
+            value = getattr(self._inner, name)
+            if not hasattr(value, "generate"):
+                return value
+        raise AttributeError(
+            f"the policy a harness drives records every call, so it offers `generate` and "
+            f"the adapter's {', '.join(sorted(RecordingModel.FORWARDED))} only, not {name!r}"
+        )
 
 
-def _failure(exc: BaseException, where: str) -> Failure:
+def failure_of(exc: BaseException, where: str) -> Failure:
+    """The `Failure` record of `exc`, raised in phase `where` (open, harness, verify,
+    close): its kind and code, message, exception type and the end of its traceback."""
     if isinstance(exc, asyncio.CancelledError):
         kind, code = "cancelled", "cancelled"
     elif where == "verify":
@@ -250,7 +267,7 @@ async def _run_episode(
                 tool_results = trajectory.tool_results
                 observations = trajectory.observations
                 events = harness.run(task, episode, policy)
-                async with aclosing(events):  # type: ignore[type-var]
+                async with aclosing(events):
                     async for event in events:
                         if isinstance(event, Message):
                             messages.append(event)
@@ -279,7 +296,7 @@ async def _run_episode(
             )
             if is_interrupt(inner):
                 raise inner from None
-            failure = _failure(inner, "harness")
+            failure = failure_of(inner, "harness")
             note = f" (closing the episode also failed: {type(exc).__qualname__}: {exc})"
             raise _Tracked(replace(failure, message=failure.message + note)) from inner
         # A TimeoutError raised by a tool lands here too: only the rollout's own
@@ -287,7 +304,7 @@ async def _run_episode(
         # `timeout` failure. Real interrupts and cancellations go on up.
         if is_interrupt(exc):
             raise
-        raise _Tracked(_failure(exc, phase[0])) from exc
+        raise _Tracked(failure_of(exc, phase[0])) from exc
 
 
 async def _verify(env: Environment, task: Task, trajectory: Trajectory) -> Rewards:
@@ -296,7 +313,7 @@ async def _verify(env: Environment, task: Task, trajectory: Trajectory) -> Rewar
     except BaseException as exc:
         if is_interrupt(exc):
             raise
-        raise _Tracked(_failure(exc, "verify")) from exc
+        raise _Tracked(failure_of(exc, "verify")) from exc
 
 
 async def rollout(
@@ -330,28 +347,34 @@ async def rollout(
     phase = ["open"]
     verify_s = 0.0
     token = _CURRENT.set(RolloutKey(task.id, repeat, seed))
+    # One deadline for the whole rollout; whether a TimeoutError is the rollout's own is
+    # what its scope says (`expired()`), never a reading of some other clock.
+    scope: asyncio.Timeout | None = None
+    deadline = 0.0
     try:
         if timeout is None:
             await _run_episode(env, task, harness, policy, trajectory, phase)
         else:
-            async with asyncio.timeout(timeout):
+            deadline = asyncio.get_running_loop().time() + timeout
+            async with asyncio.timeout_at(deadline) as scope:
                 await _run_episode(env, task, harness, policy, trajectory, phase)
         phase[0] = "verify"
         verify_started = time.perf_counter()
         try:
-            pending = _verify(env, task, trajectory)
-            if timeout is not None:
-                pending = asyncio.wait_for(pending, max(0.0, timeout - (verify_started - t0)))
-            rewards = await pending
+            if scope is None:
+                rewards = await _verify(env, task, trajectory)
+            else:
+                async with asyncio.timeout_at(deadline) as scope:
+                    rewards = await _verify(env, task, trajectory)
         finally:
             verify_s = time.perf_counter() - verify_started
     except _Tracked as tracked:
         failure = tracked.failure
     except TimeoutError as exc:
         error: BaseException = exc
-        if timeout is not None and time.perf_counter() - t0 >= timeout:
+        if scope is not None and scope.expired():
             error = RolloutTimeout(f"rollout exceeded its {timeout}s deadline during {phase[0]}")
-        failure = _failure(error, phase[0])
+        failure = failure_of(error, phase[0])
     finally:
         _CURRENT.reset(token)
     return Rollout(
@@ -539,7 +562,7 @@ async def rollouts(
     skip: set[tuple[str, int]] | frozenset[tuple[str, int]] | None = None,
     keep_open: bool = False,
     _whole_groups: bool = False,
-) -> AsyncIterator[Rollout]:
+) -> AsyncGenerator[Rollout, None]:
     """Run every (task, repeat) and yield each `Rollout` the moment it finishes.
 
     Tasks come from `tasks` or `env.tasks(split, limit)`, pulled lazily; at most
@@ -610,7 +633,7 @@ async def groups(
     *,
     repeats: int,
     **options: Any,
-) -> AsyncIterator[list[Rollout]]:
+) -> AsyncGenerator[list[Rollout], None]:
     """Like `rollouts`, but yields the `repeats` rollouts of one task together (GRPO),
     ordered by repeat, as soon as the last of them finishes.
 
@@ -625,12 +648,14 @@ async def groups(
             yield group
 
 
-async def grouped(stream: AsyncIterator[Rollout], repeats: int) -> AsyncIterator[list[Rollout]]:
+async def grouped(
+    stream: AsyncGenerator[Rollout, None], repeats: int
+) -> AsyncGenerator[list[Rollout], None]:
     """The rollouts of `stream` gathered into each task's `repeats`, ordered by repeat,
     yielded as each group completes; `stream` is closed when this ends. What `groups`
     does with `rollouts` (and the Ray backend with its own stream)."""
     pending: dict[str, list[Rollout]] = {}
-    async with aclosing(stream):  # type: ignore[type-var]
+    async with aclosing(stream):
         async for item in stream:
             bucket = pending.setdefault(item.task_id, [])
             bucket.append(item)

@@ -4,10 +4,15 @@ type, an explicit registry."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncGenerator
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
+from pydantic import BaseModel
 
 import nemo_gym as gym
 from nemo_gym import registry
@@ -88,3 +93,150 @@ async def test_a_trusted_spec_still_rebuilds_from_its_import_path(tmp_path: Path
         )
     rebuilt = registry.rebuild(spec, trust_code=True)
     assert isinstance(rebuilt, Marker) and rebuilt.n == 3
+
+
+# ------------------------------------------------------------ 18.4 contracts that cannot leak
+
+
+class _Adapter:
+    """A policy with a client a harness could call around the recording wrapper."""
+
+    name = "adapter"
+    model = "policy-7b"
+
+    def __init__(self) -> None:
+        self.inner = ScriptedModel(["4"])
+        self.client = self.inner
+
+    async def generate(self, request: gym.ModelRequest) -> gym.ModelResponse:
+        return await self.inner.generate(request)
+
+
+async def test_a_harness_cannot_reach_the_unwrapped_policy() -> None:
+    seen: dict[str, Any] = {}
+
+    class Sneaky:
+        async def run(
+            self, task: gym.Task, episode: Any, model: Any
+        ) -> AsyncGenerator[gym.Message, None]:
+            seen["name"], seen["model"] = model.name, model.model
+            for attribute in ("client", "inner", "generate_batch"):
+                try:
+                    getattr(model, attribute)
+                except AttributeError as exc:
+                    seen[attribute] = str(exc)
+            yield gym.Message(role="user", content=task.prompt)
+            reply = await model.generate(
+                gym.ModelRequest(messages=(gym.Message(role="user", content="2+2"),))
+            )
+            yield reply.message
+
+    env = gym.Env(exact, name="e", tasks=[gym.Task(id="t", prompt="2+2", answer="4")])
+    rollout = await gym.rollout(env, _Adapter(), next(iter(env.tasks())), harness=Sneaky())
+    assert rollout.ok and len(rollout.trajectory.model_calls) == 1
+    assert seen["name"] == "adapter" and seen["model"] == "policy-7b"
+    assert "records every call" in seen["client"] and "records every call" in seen["inner"]
+
+
+async def test_close_all_releases_a_sandbox() -> None:
+    from nemo_gym.lifecycle import close_all
+    from nemo_gym.sandbox.process import ProcessProvider
+
+    sandbox = await ProcessProvider(use_cgroup=False).create()
+    assert sandbox.alive
+    await close_all(sandbox)
+    assert not sandbox.alive
+    assert isinstance(sandbox, gym.protocols.Sandbox)
+
+
+async def test_the_rollout_deadline_is_the_scope_own_not_a_clock_reading() -> None:
+    """The event loop's clock decides when asyncio.timeout fires; a loop whose clock runs
+    apart from `time.perf_counter` (a virtual-time test loop, another loop policy) must
+    still see its rollout's own deadline as a `timeout` failure."""
+    loop = asyncio.get_running_loop()
+    real = loop.time
+    start = real()
+    loop.time = lambda: start + (real() - start) * 200  # type: ignore[method-assign]
+    try:
+
+        async def slow(request: gym.ModelRequest) -> str:
+            await asyncio.sleep(5.0)  # 25 ms of wall time on this loop
+            return "4"
+
+        env = gym.Env(exact, name="e", tasks=[gym.Task(id="t", prompt="2+2", answer="4")])
+        rollout = await gym.rollout(env, ScriptedModel(slow), next(iter(env.tasks())), timeout=1.0)
+    finally:
+        del loop.time
+    assert rollout.failure is not None
+    assert (rollout.failure.kind, rollout.failure.code) == ("timeout", "timeout")
+
+
+class Item(BaseModel):
+    sku: str
+    qty: int
+
+
+class Order(BaseModel):
+    id: int
+    items: list[Item]
+
+
+@gym.tool
+async def place(order: Order, note: str = "") -> str:
+    """Place an order."""
+    assert isinstance(order, Order) and isinstance(order.items[0], Item)
+    return f"{order.id}:{order.items[0].qty}{note}"
+
+
+def test_tool_schema_of_nested_models_is_one_valid_json_schema() -> None:
+    schema = place.spec.parameters
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["order"] == {"$ref": "#/$defs/Order"}
+    assert set(schema["$defs"]) == {"Order", "Item"}
+    validator = jsonschema.Draft202012Validator(schema)
+    assert validator.is_valid({"order": {"id": 1, "items": [{"sku": "a", "qty": 2}]}})
+    assert not validator.is_valid({"order": {"id": 1, "items": [{"sku": "a"}]}})
+
+
+async def test_tool_arguments_are_validated_and_coerced() -> None:
+    assert await place(order={"id": "7", "items": [{"sku": "a", "qty": "2"}]}) == "7:2"
+
+    def calls(*pairs: tuple[str, str]) -> gym.ModelResponse:
+        return gym.ModelResponse(
+            message=gym.Message(
+                role="assistant",
+                tool_calls=tuple(
+                    gym.ToolCall(id=f"c{i}", name=n, arguments=a) for i, (n, a) in enumerate(pairs)
+                ),
+            )
+        )
+
+    class E(gym.Env):
+        async def open(self, task: gym.Task) -> gym.BasicEpisode:
+            return gym.BasicEpisode([place])
+
+    good = '{"order": {"id": "7", "items": [{"sku": "a", "qty": "2"}]}}'
+    bad = '{"order": {"id": 7, "items": [{"sku": "a"}]}, "extra": 1}'
+    model = ScriptedModel([calls(("place", good), ("place", bad)), "done"])
+    task = gym.Task(id="t", prompt="order")
+    rollout = await gym.rollout(E(exact, name="e"), model, task, harness=gym.harnesses.ToolLoop())
+    first, second = rollout.trajectory.tool_results
+    assert first.error is None and first.output == "7:2"
+    assert second.error is not None and second.error.startswith("invalid arguments for 'place'")
+    assert "order.items.0.qty: Field required" in second.error
+    assert "extra: Extra inputs are not permitted" in second.error
+    # ToolLoop's rule: the error goes back to the model as the tool's result.
+    shown = [m.content for m in model.requests[1].messages if m.role == "tool"]
+    assert shown[1] == f"Error: {second.error}"
+    # With tool_errors="fail" the same error ends the rollout as a tool failure.
+    model = ScriptedModel([calls(("place", bad)), "done"])
+    failed = await gym.rollout(
+        E(exact, name="e"), model, task, harness=gym.harnesses.ToolLoop(tool_errors="fail")
+    )
+    assert failed.failure is not None and failed.failure.kind == "tool"
+
+
+def test_deeply_nested_tool_arguments_are_malformed_arguments() -> None:
+    call = gym.ToolCall(id="c", name="place", arguments="[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        call.parsed_arguments()

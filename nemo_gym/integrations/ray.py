@@ -45,7 +45,7 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, Iterable, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,7 +170,7 @@ class RolloutWorker:
             self._headers[header] = found
         return found
 
-    async def run(self, header: str, items: list[_Item]) -> AsyncIterator[list[Rollout]]:
+    async def run(self, header: str, items: list[_Item]) -> AsyncGenerator[list[Rollout], None]:
         """Run `items` at once; yield what finished, whenever something has."""
         spec, timeout, run_id = self._header(header)
         pending: set[asyncio.Task[Rollout]] = set()
@@ -437,7 +437,7 @@ class RayPool:
         run_id: str | None = None,
         skip: set[tuple[str, int]] | frozenset[tuple[str, int]] | None = None,
         _whole_groups: bool = False,
-    ) -> AsyncIterator[Rollout]:
+    ) -> AsyncGenerator[Rollout, None]:
         """Like `nemo_gym.rollouts`, over the pool's actors (see the module doc)."""
         if repeats < 1:
             raise ConfigError(f"repeats must be >= 1, got {repeats}")
@@ -472,7 +472,7 @@ class RayPool:
             self._streaming = False
             await stream.stop()
 
-    async def groups(self, *, repeats: int, **options: Any) -> AsyncIterator[list[Rollout]]:
+    async def groups(self, *, repeats: int, **options: Any) -> AsyncGenerator[list[Rollout], None]:
         """Like `nemo_gym.groups`, over the pool's actors: whole groups, as each completes."""
         from nemo_gym.runner import grouped
 
@@ -581,7 +581,7 @@ class _Stream:
             return
         self.events.put_nowait(("done", chunk, None))
 
-    async def run(self) -> AsyncIterator[Rollout]:
+    async def run(self) -> AsyncGenerator[Rollout, None]:
         pool = self.pool
         while True:
             self._dispatch()
@@ -677,7 +677,7 @@ async def rollouts(
     keep_open: bool = False,
     actor_options: dict[str, Any] | None = None,
     **options: Any,
-) -> AsyncIterator[Rollout]:
+) -> AsyncGenerator[Rollout, None]:
     """`nemo_gym.rollouts` over `workers` Ray actors started for this call.
 
     The Ray session: the initialised one, else `address`, else a local loopback one
@@ -710,7 +710,7 @@ async def rollouts(
 
 async def groups(
     env: Environment, model: Model, *, repeats: int, **options: Any
-) -> AsyncIterator[list[Rollout]]:
+) -> AsyncGenerator[list[Rollout], None]:
     """`nemo_gym.groups` over Ray actors started for this call (options of `rollouts`)."""
     from nemo_gym.runner import grouped
 

@@ -60,7 +60,7 @@ class ProcessProvider(Provider):
         self.use_cgroup = use_cgroup
 
     async def create(self, spec: SandboxSpec | None = None) -> ProcessSandbox:
-        """Start a sandbox the caller must `close()` (`start` is the context-managed form)."""
+        """Start a sandbox the caller must `aclose()` (`start` is the context-managed form)."""
         spec = spec or SandboxSpec()
         if spec.image:
             logger.warning("the process provider runs on the host; image %r is ignored", spec.image)

@@ -103,8 +103,8 @@ async def test_bad_input_is_a_clear_error() -> None:
 
 async def test_close_is_idempotent_and_final() -> None:
     sb = await ProcessProvider().create()
-    await sb.close()
-    await sb.close()
+    await sb.aclose()
+    await sb.aclose()
     with pytest.raises(SandboxError, match="closed"):
         await sb.exec("true")
 
@@ -144,4 +144,4 @@ async def test_workdir_is_removed_even_if_the_owner_never_closes() -> None:
     sb._proc.stdin.close()  # what the worker sees when its owner dies: end of input
     await sb._proc.wait()
     assert not os.path.exists(workdir)
-    await sb.close()
+    await sb.aclose()
