@@ -142,10 +142,10 @@ def list_envs(
     domain: str | None = None, *, search_dirs: Iterable[str | os.PathLike[str]] = ()
 ) -> list[EnvInfo]:
     """Every environment `make` knows (built-ins, registered, local folders, plugins), by
-    name; `domain` keeps one domain; `search_dirs` are added first (`add_search_dir`)."""
-    for folder in search_dirs:
-        registry.add_search_dir(folder)
-    infos = [env_info(name) for name in registry.names("env")]
+    name; `domain` keeps one domain; `search_dirs` are searched too, for this query
+    only (`add_search_dir` adds a folder for the process)."""
+    with registry.searching(search_dirs):
+        infos = [env_info(name) for name in registry.names("env")]
     return [info for info in infos if domain is None or info.domain == domain]
 
 

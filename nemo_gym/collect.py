@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import itertools
 import json
 import os
-import re
-import tempfile
 import time
 import uuid
 from collections.abc import (
@@ -34,17 +31,37 @@ from collections.abc import (
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from pydantic import ValidationError
 
 from nemo_gym.errors import ConfigError, NemoGymError
 from nemo_gym.lifecycle import close_all, is_interrupt
 from nemo_gym.metrics import Group, MetricsAccumulator, compute_metrics, row_group
+from nemo_gym.options import COLLECT_OPTIONS, DEFAULT_CONCURRENCY, CollectOptions, RunSettings
 from nemo_gym.protocols import Environment, Harness, Model, Verifier, as_verifier
 from nemo_gym.records import SCHEMA_VERSION, Rewards, Rollout, RunMetrics, Sampling, Task
 from nemo_gym.registry import Spec, build, rebuild
-from nemo_gym.runner import DEFAULT_CONCURRENCY, failure_of, rollouts, run_spec
+from nemo_gym.rundir.files import (
+    FAILURES,
+    KNOWN_SCHEMA_VERSIONS,
+    MANIFEST,
+    METRICS,
+    ROLLOUTS,
+    check_version,
+    complete_size,
+    fsync_dir,
+    iter_rows,
+    lines,
+    numbered_rows,
+    parse_row,
+    read_manifest,
+    remove_stale_temp_files,
+    repair_tail,
+    write_atomic,
+    write_line,
+)
+from nemo_gym.runner import failure_of, run_spec, run_stream
 
 __all__ = [
     "KNOWN_SCHEMA_VERSIONS",
@@ -60,13 +77,6 @@ __all__ = [
     "reverify",
     "run_sync",
 ]
-
-ROLLOUTS = "rollouts.jsonl"
-FAILURES = "failures.jsonl"
-METRICS = "metrics.json"
-MANIFEST = "run.json"
-KNOWN_SCHEMA_VERSIONS = (1, SCHEMA_VERSION)
-"""Row versions this release reads (v1 rows store every request in full)."""
 
 T = TypeVar("T")
 
@@ -113,87 +123,6 @@ class RunResult:
 # --------------------------------------------------------------------------- files
 
 
-def _lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) for each non-blank line of a file from byte `start` to `end`."""
-    with path.open("rb") as handle:
-        first = 1
-        if start:
-            handle.seek(start)
-            first += _count_lines(path, start)
-        position = start
-        for number, line in enumerate(handle, first):
-            position += len(line)
-            if end is not None and position > end:
-                return
-            if line.strip():
-                yield number, line
-
-
-_LAST_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
-
-
-def json_error(text: str, exc: json.JSONDecodeError) -> str:
-    """What is wrong with a line of JSON: the error, its column, and the last field
-    read before it (the field being written when the line broke)."""
-    keys = _LAST_KEY.findall(text[: exc.pos])
-    after = f", after field {keys[-1]!r}" if keys else ""
-    return f"{exc.msg} at column {exc.pos + 1}{after}"
-
-
-def _parse_row(path: Path, number: int, line: bytes) -> dict[str, Any]:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        text = line.decode("utf-8", "replace")
-        raise ConfigError(f"{path}:{number}: not valid JSON ({json_error(text, exc)})") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}:{number}: not valid JSON ({exc})") from exc
-    if not isinstance(row, dict):
-        raise ConfigError(f"{path}:{number}: expected a JSON object")
-    for name in ("task_id", "repeat", "status"):
-        if name not in row:
-            raise ConfigError(f"{path}:{number}: missing field {name!r}")
-    return row
-
-
-def numbered_rows(
-    path: Path, start: int = 0, *, end: int | None = None
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, row) for each row of a JSONL file from byte `start` (to byte `end`);
-    a bad line raises `ConfigError` naming file and line."""
-    for number, line in _lines(path, start, end):
-        yield number, _parse_row(path, number, line)
-
-
-def _count_lines(path: Path, end: int) -> int:
-    """Newlines in the first `end` bytes, read a block at a time (not all at once: a
-    resumed run's file can be larger than memory)."""
-    count = 0
-    with path.open("rb") as handle:
-        while end > 0:
-            block = handle.read(min(end, 1 << 20))
-            if not block:
-                break
-            count += block.count(b"\n")
-            end -= len(block)
-    return count
-
-
-def iter_rows(path: Path) -> Iterator[dict[str, Any]]:
-    """The rows of a JSONL file; a bad line raises `ConfigError` naming file and line."""
-    for _, row in numbered_rows(path):
-        yield row
-
-
-def _check_version(path: Path, number: int, row: dict[str, Any]) -> None:
-    version = row.get("schema_version")
-    if version not in KNOWN_SCHEMA_VERSIONS:
-        raise ConfigError(
-            f"{path}:{number}: field 'schema_version' is {version!r}; this nemo_gym reads "
-            f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}"
-        )
-
-
 def read_rollouts(run_dir: str | os.PathLike[str]) -> Iterator[Rollout]:
     """The rollouts stored in a run directory (or a `rollouts.jsonl` path), validated.
 
@@ -210,7 +139,7 @@ def _numbered_rollouts(run_dir: str | os.PathLike[str]) -> Iterator[tuple[str, R
     if path.is_dir():
         path = path / ROLLOUTS
     for number, row in numbered_rows(path):
-        _check_version(path, number, row)
+        check_version(path, number, row)
         try:
             yield f"{path}:{number}", Rollout.model_validate(row)
         except ValidationError as exc:
@@ -221,85 +150,6 @@ def _numbered_rollouts(run_dir: str | os.PathLike[str]) -> Iterator[tuple[str, R
             ) from exc
         except NemoGymError as exc:
             raise ConfigError(f"{path}:{number}: {exc}") from exc
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` so a crash leaves the old file or the new one, never half.
-
-    A temporary file in the same directory is written and fsynced, renamed over `path`,
-    and the directory fsynced so the rename itself survives a power loss.
-    """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes the file private (0600); a run's files get the mode any file
-        # written by this process gets, as rollouts.jsonl does.
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def remove_stale_temp_files(directory: Path) -> list[Path]:
-    """Delete the temporary files a crash in the middle of `write_atomic` left behind.
-
-    They are named `.NAME.XXXXXXXX.tmp` after the file being replaced; nothing reads
-    them, and without this every crash at that moment would leave one more.
-    """
-    removed = []
-    for name in (MANIFEST, METRICS, FAILURES):
-        for stale in directory.glob(f".{name}.*.tmp"):
-            stale.unlink(missing_ok=True)
-            removed.append(stale)
-    return removed
-
-
-@functools.cache
-def _umask() -> int:
-    """The process's umask, read without changing it (Linux reports it in /proc)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except OSError:
-        pass
-    return 0o022
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _repair_tail(path: Path) -> None:
-    """Drop a torn last line left by a crash mid-write, so resume appends cleanly."""
-    if not path.exists():
-        return
-    complete = _complete_size(path)
-    if complete != path.stat().st_size:
-        with path.open("rb+") as handle:
-            handle.truncate(complete)
-
-
-def _read_manifest(path: Path) -> dict[str, Any] | None:
-    """A run's `run.json`, or None when there is none; bad JSON names the file."""
-    if not path.exists():
-        return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(manifest, dict):
-        raise ConfigError(f"{path}: expected a JSON object")
-    return manifest
 
 
 def _sanitize(value: Any) -> Any:
@@ -330,18 +180,16 @@ def rollout_json(rollout: Rollout) -> str:
 def _failure_line(row_or_rollout: Rollout | dict[str, Any]) -> str:
     if isinstance(row_or_rollout, Rollout):
         failure = row_or_rollout.failure.model_dump(mode="json") if row_or_rollout.failure else None
-        ids = (row_or_rollout.run_id, row_or_rollout.task_id, row_or_rollout.repeat)
+        ids: tuple[Any, Any, Any] = (
+            row_or_rollout.run_id,
+            row_or_rollout.task_id,
+            row_or_rollout.repeat,
+        )
     else:
         failure = row_or_rollout.get("failure")
         ids = (row_or_rollout.get("run_id"), row_or_rollout["task_id"], row_or_rollout["repeat"])
     run_id, task_id, repeat = ids
     return json.dumps({"run_id": run_id, "task_id": task_id, "repeat": repeat, "failure": failure})
-
-
-def _write_line(handle: IO[str], text: str) -> None:
-    handle.write(text)
-    handle.write("\n")
-    handle.flush()
 
 
 # --------------------------------------------------------------------------- parts
@@ -444,44 +292,36 @@ def _part_tasks(
 async def _local_stream(
     parts: Sequence[Part],
     model: Model,
+    run: RunSettings,
     *,
-    run_id: str | None,
+    run_id: str,
     skip: Mapping[Group, set[tuple[str, int]]],
-    split: str,
-    repeats: int,
-    concurrency: int,
-    seed: int | None,
-    timeout: float | None,
-    keep_open: bool,
-    shard: tuple[int, int] | None,
-    workers: int | None = None,
 ) -> AsyncGenerator[Rollout, None]:
     """The rollouts of every part, one part after the other, each with the runner at
     full `concurrency`; each rollout tagged with its part's variant. Parts never started
-    (the stream closed early) are closed here unless `keep_open`. With `workers`, each
-    part's rollouts are computed on that many Ray actors (the same stream)."""
-    run = rollouts if workers is None else _ray_rollouts(workers)
+    (the stream closed early) are closed here unless `keep_open`. With
+    `backend="ray"`, each part's rollouts are computed on `workers` Ray actors (the
+    same stream)."""
+    keep_open = run.keep_open
     pending = list(parts)
     try:
         while pending:
             part = pending.pop(0)
-            tasks, limit = _part_tasks(part, split, shard)
-            stream = run(
-                part.env,
-                model,
+            tasks, limit = _part_tasks(part, run.split, run.shard)
+            settings = run.replace(
                 harness=part.harness,
                 tasks=tasks,
-                split=split,
                 limit=limit,
-                repeats=repeats,
-                concurrency=concurrency,
-                seed=seed,
                 sampling=part.sampling,
-                timeout=timeout,
                 run_id=run_id,
                 skip=skip.get(part.key),
-                keep_open=keep_open,
             )
+            if run.backend == "ray":
+                from nemo_gym.integrations import ray
+
+                stream = ray.run_stream(part.env, model, settings, workers=run.workers or 2)
+            else:
+                stream = run_stream(part.env, model, settings)
             async with aclosing(stream):
                 async for item in stream:
                     if part.variant is not None:
@@ -490,13 +330,6 @@ async def _local_stream(
     finally:
         if not keep_open and pending:
             await close_all(*(obj for p in pending for obj in (p.env, p.env.verifier, p.harness)))
-
-
-def _ray_rollouts(workers: int) -> Callable[..., AsyncGenerator[Rollout, None]]:
-    """`rollouts`, computed on `workers` Ray actors (`nemo_gym.integrations.ray`)."""
-    from nemo_gym.integrations import ray
-
-    return functools.partial(ray.rollouts, workers=workers)
 
 
 # --------------------------------------------------------------------------- resume
@@ -618,7 +451,7 @@ def _first_difference(before: dict[str, Any], now: dict[str, Any]) -> tuple[str,
 
 def _check_resume(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """Reuse the stored run id; refuse to resume a different run, naming the field."""
-    stored = _read_manifest(path)
+    stored = read_manifest(path)
     if stored is None:
         return manifest
     version = stored.get("schema_version", 1)
@@ -669,7 +502,7 @@ def _scan(
     if rollouts_path.exists():
         for number, row in numbered_rows(rollouts_path):
             where = f"{rollouts_path}:{number}"
-            _check_version(rollouts_path, number, row)
+            check_version(rollouts_path, number, row)
             key = _check_row_part(where, row, keys)
             metrics.add(row, where)
             ok = row["status"] == "ok"
@@ -700,30 +533,17 @@ async def collect(
     model: Model,
     *,
     output: str | os.PathLike[str],
-    harness: Harness | None = None,
-    tasks: Iterable[Task] | None = None,
-    split: str = "test",
-    limit: int | None = None,
-    repeats: int = 1,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    seed: int | None = 0,
-    sampling: Sampling | None = None,
-    timeout: float | None = None,
-    retry_failed: bool = False,
-    success_threshold: float = 1.0,
-    on_rollout: Callable[[Rollout], None] | None = None,
-    keep_open: bool = False,
-    shard: tuple[int, int] | None = None,
-    backend: str = "local",
-    workers: int | None = None,
+    **options: Unpack[CollectOptions],
 ) -> RunResult:
     """Run and stream every rollout to `output/rollouts.jsonl`, then compute metrics.
 
     `env` is an environment, or a list of `Part`s (a mixed run: several environments,
     or the same tasks under named variants), run one after the other into one run
     directory; `harness`, `limit` and `sampling` are the defaults of parts that set
-    none. `shard=(index, count)` runs every `count`-th task of each part (from `index`),
-    for runs split across machines and merged with `aggregate`.
+    none. The options are `rollouts`' plus those of a run directory
+    (`nemo_gym.options.RunSettings` says each one's meaning and default):
+    `shard=(index, count)` runs every `count`-th task of each part (from `index`), for
+    runs split across machines and merged with `aggregate`.
 
     Resumes a partial run in the same directory: each (task, repeat) already written is
     skipped (also failed ones, unless `retry_failed`), so no duplicate is written; the
@@ -737,47 +557,49 @@ async def collect(
     `backend="ray"` runs the rollouts on `workers` Ray actors (default 2) instead of
     this process, and writes them here the same way (`nemo_gym.integrations.ray`).
     """
-    if backend not in ("local", "ray"):
-        raise ConfigError(f"backend must be 'local' or 'ray', got {backend!r}")
-    if workers is not None and backend != "ray":
+    run = _checked(RunSettings.of(options, COLLECT_OPTIONS, "collect"))
+    return await _collect(env, model, Path(output), run)
+
+
+def _checked(run: RunSettings) -> RunSettings:
+    if run.backend not in ("local", "ray"):
+        raise ConfigError(f"backend must be 'local' or 'ray', got {run.backend!r}")
+    if run.workers is not None and run.backend != "ray":
         raise ConfigError("workers= needs backend='ray'")
-    out = Path(output)
+    return run.replace(shard=_check_shard(run.shard))
+
+
+async def _collect(
+    env: Environment | Sequence[Part | Environment], model: Model, out: Path, run: RunSettings
+) -> RunResult:
     out.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(out)
-    parts = as_parts(env, harness=harness, tasks=tasks, limit=limit, sampling=sampling)
-    shard = _check_shard(shard)
-    records = [_part_record(part, model, seed=seed, repeats=repeats, split=split) for part in parts]
-    manifest = _check_resume(out / MANIFEST, _manifest(records, uuid.uuid4().hex[:12], shard))
+    parts = as_parts(
+        env, harness=run.harness, tasks=run.tasks, limit=run.limit, sampling=run.sampling
+    )
+    records = [
+        _part_record(part, model, seed=run.seed, repeats=run.repeats, split=run.split)
+        for part in parts
+    ]
+    manifest = _check_resume(out / MANIFEST, _manifest(records, uuid.uuid4().hex[:12], run.shard))
     write_atomic(out / MANIFEST, json.dumps(manifest, indent=2))
     rollouts_path = out / ROLLOUTS
-    _repair_tail(rollouts_path)
-    metrics = MetricsAccumulator(success_threshold=success_threshold)
-    done = _scan(out, {part.key for part in parts}, retry_failed, metrics)
+    repair_tail(rollouts_path)
+    metrics = MetricsAccumulator(success_threshold=run.success_threshold)
+    done = _scan(out, {part.key for part in parts}, run.retry_failed, metrics)
     start = rollouts_path.stat().st_size if rollouts_path.exists() else 0
     new = 0
+    on_rollout = run.on_rollout
     with (
         rollouts_path.open("a", encoding="utf-8") as rollouts_file,
         (out / FAILURES).open("a", encoding="utf-8") as failures_file,
     ):
-        stream = _local_stream(
-            parts,
-            model,
-            run_id=manifest["run_id"],
-            skip=done,
-            split=split,
-            repeats=repeats,
-            concurrency=concurrency,
-            seed=seed,
-            timeout=timeout,
-            keep_open=keep_open,
-            shard=shard,
-            workers=(workers or 2) if backend == "ray" else None,
-        )
+        stream = _local_stream(parts, model, run, run_id=manifest["run_id"], skip=done)
         async with aclosing(stream):
             async for item in stream:
-                _write_line(rollouts_file, rollout_json(item))
+                write_line(rollouts_file, rollout_json(item))
                 if not item.ok:
-                    _write_line(failures_file, _failure_line(item))
+                    write_line(failures_file, _failure_line(item))
                 new += 1
                 if on_rollout is not None:
                     on_rollout(item)
@@ -785,44 +607,27 @@ async def collect(
 
 
 async def _gather(
-    env: Environment | Sequence[Part | Environment],
-    model: Model,
-    success_threshold: float,
-    *,
-    harness: Harness | None = None,
-    tasks: Iterable[Task] | None = None,
-    limit: int | None = None,
-    sampling: Sampling | None = None,
-    split: str = "test",
-    repeats: int = 1,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    seed: int | None = 0,
-    timeout: float | None = None,
-    run_id: str | None = None,
-    keep_open: bool = False,
-    shard: tuple[int, int] | None = None,
+    env: Environment | Sequence[Part | Environment], model: Model, run: RunSettings
 ) -> RunResult:
-    parts = as_parts(env, harness=harness, tasks=tasks, limit=limit, sampling=sampling)
-    items: list[Rollout] = []
-    stream = _local_stream(
-        parts,
-        model,
-        run_id=run_id or uuid.uuid4().hex[:12],
-        skip={},
-        split=split,
-        repeats=repeats,
-        concurrency=concurrency,
-        seed=seed,
-        timeout=timeout,
-        keep_open=keep_open,
-        shard=_check_shard(shard),
+    """What `collect` does, in memory: the same stream, metrics from the same rows."""
+    if run.retry_failed:
+        raise ConfigError("retry_failed= resumes a run directory; pass output= too")
+    parts = as_parts(
+        env, harness=run.harness, tasks=run.tasks, limit=run.limit, sampling=run.sampling
     )
+    items: list[Rollout] = []
+    on_rollout = run.on_rollout
+    stream = _local_stream(parts, model, run, run_id=uuid.uuid4().hex[:12], skip={})
     async with aclosing(stream):
         async for item in stream:
             items.append(item)
+            if on_rollout is not None:
+                on_rollout(item)
     rows = (json.loads(rollout_json(item)) for item in items)
     return RunResult(
-        metrics=compute_metrics(rows, success_threshold=success_threshold), rollouts=items
+        metrics=compute_metrics(rows, success_threshold=run.success_threshold),
+        rollouts=items,
+        new=len(items),
     )
 
 
@@ -846,16 +651,14 @@ def evaluate(
     model: Model,
     *,
     output: str | os.PathLike[str] | None = None,
-    success_threshold: float = 1.0,
-    **options: Any,
+    **options: Unpack[CollectOptions],
 ) -> RunResult:
     """Synchronous evaluation for scripts and notebooks: `collect` to `output` when
-    given, else the rollouts in memory. Options are those of `collect`."""
+    given, else the same run in memory (`RunResult.rollouts`). Options are `collect`'s."""
+    run = _checked(RunSettings.of(options, COLLECT_OPTIONS, "evaluate"))
     if output is not None:
-        return run_sync(
-            collect(env, model, output=output, success_threshold=success_threshold, **options)
-        )
-    return run_sync(_gather(env, model, success_threshold, **options))
+        return run_sync(_collect(env, model, Path(output), run))
+    return run_sync(_gather(env, model, run))
 
 
 async def reverify(
@@ -886,7 +689,7 @@ async def reverify(
     source = Path(run_dir)
     if not (source / ROLLOUTS).exists():
         raise ConfigError(f"{source}: no {ROLLOUTS} here")
-    manifest = _read_manifest(source / MANIFEST)
+    manifest = read_manifest(source / MANIFEST)
     built: dict[Group, Environment] = {}
     checks: dict[Group | None, Verifier] = {}
     if verifier is not None:
@@ -958,9 +761,9 @@ async def reverify(
             async def flush() -> None:
                 nonlocal new
                 for item in await asyncio.gather(*(again(w, r) for w, r in batch)):
-                    _write_line(rollouts_file, rollout_json(item))
+                    write_line(rollouts_file, rollout_json(item))
                     if not item.ok:
-                        _write_line(failures_file, _failure_line(item))
+                        write_line(failures_file, _failure_line(item))
                     new += 1
                 batch.clear()
 
@@ -1037,7 +840,7 @@ def aggregate(
         raise ConfigError(f"{out / ROLLOUTS} exists; aggregate writes a new run directory")
     manifests = []
     for path in paths:
-        manifest = _read_manifest(path / MANIFEST)
+        manifest = read_manifest(path / MANIFEST)
         if manifest is None:
             raise ConfigError(f"{path / MANIFEST}: missing, so the run is unknown")
         manifests.append(manifest)
@@ -1056,11 +859,11 @@ def aggregate(
     ends: list[int] = []
     for index, path in enumerate(paths):
         rollouts_path = path / ROLLOUTS
-        end = _complete_size(rollouts_path)
+        end = complete_size(rollouts_path)
         ends.append(end)
         for number, row in numbered_rows(rollouts_path, end=end):
             where = f"{rollouts_path}:{number}"
-            _check_version(rollouts_path, number, row)
+            check_version(rollouts_path, number, row)
             group = row_group(row, where)
             if None not in {e for e, _ in keys}:
                 group = _check_row_part(where, row, keys)
@@ -1070,9 +873,9 @@ def aggregate(
             if held is None or ok or not held[2]:
                 chosen[key] = (index, number, ok)
     # Pass 2: copy the chosen lines, in shard order.
-    lines: dict[int, dict[int, bool]] = {}
+    chosen_lines: dict[int, dict[int, bool]] = {}
     for index, number, ok in chosen.values():
-        lines.setdefault(index, {})[number] = ok
+        chosen_lines.setdefault(index, {})[number] = ok
     out.mkdir(parents=True, exist_ok=True)
     merged = _merged_manifest(paths, manifests)
     write_atomic(out / MANIFEST, json.dumps(merged, indent=2))
@@ -1083,42 +886,22 @@ def aggregate(
         failures_tmp.open("w", encoding="utf-8") as failures_file,
     ):
         for index, path in enumerate(paths):
-            wanted = lines.get(index, {})
-            for number, line in _lines(path / ROLLOUTS, end=ends[index]):
+            wanted = chosen_lines.get(index, {})
+            for number, line in lines(path / ROLLOUTS, end=ends[index]):
                 ok = wanted.get(number)
                 if ok is None:
                     continue
                 rollouts_file.write(line if line.endswith(b"\n") else line + b"\n")
                 if not ok:
-                    row = _parse_row(path / ROLLOUTS, number, line)
+                    row = parse_row(path / ROLLOUTS, number, line)
                     failures_file.write(_failure_line(row) + "\n")
         rollouts_file.flush()
         os.fsync(rollouts_file.fileno())
     os.replace(failures_tmp, out / FAILURES)
     os.replace(rollouts_tmp, out / ROLLOUTS)
-    _fsync_dir(out)
+    fsync_dir(out)
     metrics = MetricsAccumulator(success_threshold=success_threshold)
     return RunResult(metrics=_finish(out, metrics), output=out, new=len(chosen))
-
-
-def _complete_size(path: Path) -> int:
-    """The size of a file up to its last newline (a torn last line left out)."""
-    size = path.stat().st_size
-    if size == 0:
-        return 0
-    with path.open("rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        if handle.read(1) == b"\n":
-            return size
-        position = size
-        while position > 0:
-            step = min(1 << 16, position)
-            position -= step
-            handle.seek(position)
-            cut = handle.read(step).rfind(b"\n")
-            if cut >= 0:
-                return position + cut + 1
-    return 0
 
 
 def _merged_manifest(paths: list[Path], manifests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -1130,7 +913,8 @@ def _merged_manifest(paths: list[Path], manifests: list[dict[str, Any]]) -> dict
         parts = []
         for index, part in enumerate(manifest_parts(merged)):
             limits = [manifest_parts(m)[index].get("limit") for m in manifests]
-            parts.append({**part, "limit": None if None in limits else max(limits)})
+            known = [limit for limit in limits if limit is not None]
+            parts.append({**part, "limit": None if None in limits else max(known)})
         merged["parts"] = parts
         if len(parts) == 1:
             merged["limit"] = parts[0]["limit"]

@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from nemo_gym.collect import json_error
 from nemo_gym.errors import ConfigError, require
 from nemo_gym.records import Task
+from nemo_gym.rundir.files import json_error
 
 __all__ = [
     "ANSWER_FIELDS",

@@ -153,7 +153,7 @@ class _FunctionVerifier:
 def as_verifier(obj: Verifier | VerifyFunction) -> Verifier:
     """Accept a `Verifier` or a plain async function `(task, trajectory) -> float | Rewards`."""
     if hasattr(obj, "verify"):
-        return obj  # type: ignore[return-value]
+        return obj
     call = type(obj).__call__ if callable(obj) else None
     if inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(call):
         return _FunctionVerifier(obj)

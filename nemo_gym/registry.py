@@ -28,7 +28,9 @@ built-in classes remember the keyword arguments they were constructed with
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import difflib
 import functools
 import importlib
 import importlib.util
@@ -37,12 +39,13 @@ import os
 import re
 import sys
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretBytes, SecretStr
 
 from nemo_gym.errors import ConfigError
 
@@ -288,7 +291,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
 def _check_kind(kind: str) -> Kind:
     if kind not in KINDS:
         raise ConfigError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
-    return kind  # type: ignore[return-value]
+    return kind
 
 
 def _import(target: str) -> Any:
@@ -373,10 +376,36 @@ def unregister(kind: Kind, name: str, *, version: str | None = None) -> None:
 
 
 @functools.cache
-def _plugin_map(kind: Kind) -> dict[str, Any]:
+def _plugin_map(kind: Kind) -> dict[str, list[Any]]:
+    """Entry points by bare name and by `<distribution>/<name>`; a bare name two
+    distributions declare maps to both (a clash `lookup` reports, never a silent pick)."""
     from importlib.metadata import entry_points  # ~10 ms: only when a name is looked up
 
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUPS[kind])}
+    found: dict[str, list[Any]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUPS[kind]):
+        found.setdefault(ep.name, []).append(ep)
+        found.setdefault(f"{_distribution(ep)}/{ep.name}", []).append(ep)
+    return found
+
+
+def _distribution(ep: Any) -> str:
+    dist = getattr(ep, "dist", None)
+    name = getattr(dist, "name", None) or "unknown"
+    return re.sub(r"[-_.]+", "-", str(name)).lower()
+
+
+def _plugin(kind: Kind, name: str) -> Any | None:
+    found = _plugin_map(kind).get(name)
+    if not found:
+        return None
+    sources = {_distribution(ep) for ep in found}
+    if len(sources) > 1:
+        qualified = ", ".join(sorted(f"{d}/{name}" for d in sources))
+        raise ConfigError(
+            f"{len(sources)} installed plugins declare a {LABELS[kind]} named {name!r}; "
+            f"name the one you mean: {qualified}"
+        )
+    return found[0]
 
 
 def refresh_plugins() -> None:
@@ -390,16 +419,38 @@ _search_dirs: list[Path] = []
 
 def add_search_dir(path: str | os.PathLike[str]) -> None:
     """Search `path` for one-file environments (`<name>.py`), before NEMO_GYM_ENV_PATH."""
+    folder = _checked_dir(path)
+    if folder not in _search_dirs:
+        _search_dirs.append(folder)
+
+
+_query_dirs: ContextVar[tuple[Path, ...]] = ContextVar("nemo_gym_query_dirs", default=())
+
+
+@contextlib.contextmanager
+def searching(folders: Iterable[str | os.PathLike[str]]) -> Iterator[None]:
+    """Also search `folders` for local environments inside this block only (what a query
+    such as `list_envs(search_dirs=...)` uses: it leaves the process's search path as
+    it was)."""
+    extra = tuple(_checked_dir(f) for f in folders)
+    token = _query_dirs.set(_query_dirs.get() + extra)
+    try:
+        yield
+    finally:
+        _query_dirs.reset(token)
+
+
+def _checked_dir(path: str | os.PathLike[str]) -> Path:
     folder = Path(path).expanduser().resolve()
     if not folder.is_dir():
         raise ConfigError(f"environment search folder {str(path)!r} is not a folder")
-    if folder not in _search_dirs:
-        _search_dirs.append(folder)
+    return folder
 
 
 def search_dirs() -> list[Path]:
     """The folders searched for local environments, in order."""
     found = list(_search_dirs)
+    found += [f for f in _query_dirs.get() if f not in found]
     for part in os.environ.get(SEARCH_PATH_VARIABLE, "").split(os.pathsep):
         folder = Path(part).expanduser().resolve() if part.strip() else None
         if folder is not None and folder.is_dir() and folder not in found:
@@ -468,7 +519,7 @@ def _candidates(kind: Kind, name: str) -> list[Entry]:
         file = _local_names().get(name)
         if file is not None:
             return [Entry(kind, name, _load_local(name, file), "local")]
-    plugin = _plugin_map(kind).get(name)
+    plugin = _plugin(kind, name)
     if plugin is not None:
         return [Entry(kind, name, plugin.value, "plugin")]
     return []
@@ -482,8 +533,12 @@ def lookup(kind: Kind, name: str) -> Entry:
     base, version = _split_id(name)
     found = _candidates(kind, base)
     if not found:
-        known = ", ".join(names(kind)) or "none"
-        raise ConfigError(f"no {LABELS[kind]} named {base!r}; known: {known}")
+        known = names(kind)
+        close = difflib.get_close_matches(base, known, n=3)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise ConfigError(
+            f"no {LABELS[kind]} named {base!r}{hint} (known: {', '.join(known) or 'none'})"
+        )
     if version is not None:
         exact = [e for e in found if e.version == version]
         if not exact:  # an unversioned entry whose class declares the version asked for
@@ -516,7 +571,12 @@ def names(kind: Kind) -> list[str]:
     found.update(_registered[kind])
     if kind == "env":
         found.update(_local_names())
-    found.update(_plugin_map(kind))
+    for name, eps in _plugin_map(kind).items():
+        if "/" in name:
+            continue
+        sources = {_distribution(ep) for ep in eps}
+        # A clash lists the qualified names, the ones that can be built.
+        found.update([name] if len(sources) == 1 else (f"{d}/{name}" for d in sources))
     return sorted(found)
 
 
@@ -543,10 +603,6 @@ def build(kind: Kind | Spec, name: str | None = None, /, **options: Any) -> Any:
     return _construct(entry, options, entry.target_path)
 
 
-SECRET_OPTIONS = frozenset({"api_key"})
-"""Options never recorded in a spec, whatever the factory (besides its `spec_exclude`)."""
-
-
 def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any:
     factory = entry.load()
     try:
@@ -556,7 +612,7 @@ def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any
     version = entry.version or _attr_version(obj)
     # What the factory itself never records (a `Described` class's `spec_exclude`:
     # secrets, large data) is not recorded when it is built by name either.
-    excluded = SECRET_OPTIONS | getattr(factory, "spec_exclude", frozenset())
+    excluded = getattr(factory, "spec_exclude", frozenset()) | secret_parameters(factory)
     spec = Spec(
         kind=entry.kind,
         name=entry.name,
@@ -631,9 +687,46 @@ def remember(obj: Any, spec: Spec) -> None:
         pass
 
 
+SECRET_NAMES = frozenset(
+    {
+        "api_key",
+        "token",
+        "access_token",
+        "auth_token",
+        "bearer_token",
+        "hf_token",
+        "password",
+        "secret",
+        "client_secret",
+        "authorization",
+    }
+)
+"""Option (and nested mapping) keys never recorded, whatever their value's type."""
+
+
+def is_secret(name: str, value: Any) -> bool:
+    """Whether an option is a credential: a `SecretStr`/`SecretBytes` value (the typed
+    way to pass one), or a key that names one (`token`, `api_key`, ...)."""
+    return isinstance(value, SecretStr | SecretBytes) or name.lower() in SECRET_NAMES
+
+
+def secret_parameters(factory: Callable[..., Any]) -> frozenset[str]:
+    """The parameters of `factory` annotated with a secret type (`SecretStr`, ...)."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return frozenset()
+    return frozenset(p.name for p in parameters if "Secret" in str(p.annotation))
+
+
 def jsonable_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Options as JSON values: nested specs as `$spec`, other objects as `$object`."""
-    return {str(key): _jsonable(value) for key, value in options.items()}
+    """Options as JSON values: nested specs as `$spec`, other objects as `$object`;
+    secrets (`is_secret`) left out."""
+    return {
+        str(key): _jsonable(value)
+        for key, value in options.items()
+        if not is_secret(str(key), value)
+    }
 
 
 def _jsonable(value: Any) -> Any:
@@ -645,7 +738,9 @@ def _jsonable(value: Any) -> Any:
         items = [_jsonable(v) for v in value]
         return sorted(items, key=repr) if isinstance(value, frozenset | set) else items
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v) for k, v in value.items() if not is_secret(str(k), v)}
+    if isinstance(value, SecretStr | SecretBytes):
+        return "**********"
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -726,6 +821,7 @@ class Described:
         if init is None or getattr(init, "_nemo_gym_described", False):
             return
         signature = inspect.signature(init)
+        secret = secret_parameters(init)
 
         @functools.wraps(init)
         def __init__(self: Described, *args: Any, **kw: Any) -> None:
@@ -744,12 +840,12 @@ class Described:
                             options.update(value)
                         elif param.kind is not param.VAR_POSITIONAL:
                             options[param_name] = value
-                excluded = type(self).spec_exclude
+                excluded = type(self).spec_exclude | secret
                 self._spec_options = {k: v for k, v in options.items() if k not in excluded}
             init(self, *args, **kw)
 
-        __init__._nemo_gym_described = True  # type: ignore[attr-defined]
-        cls.__init__ = __init__  # type: ignore[method-assign]
+        setattr(__init__, "_nemo_gym_described", True)  # noqa: B010 (a marker on a function)
+        setattr(cls, "__init__", __init__)  # noqa: B010 (mypy refuses a method assignment)
 
     def to_spec(self) -> Spec:
         """How to rebuild this object: registry name (or type), version, options."""

@@ -23,10 +23,11 @@ from array import array
 from collections.abc import AsyncGenerator, Iterable, Iterator
 from contextlib import aclosing
 from contextvars import ContextVar
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Unpack
 
 from nemo_gym.errors import ConfigError, HarnessError, ModelError, NemoGymError, RolloutTimeout
 from nemo_gym.lifecycle import close_all, is_interrupt
+from nemo_gym.options import DEFAULT_CONCURRENCY, STREAM_OPTIONS, RunSettings, StreamOptions
 from nemo_gym.protocols import Environment, Harness, Model, as_verifier
 from nemo_gym.records import (
     Failure,
@@ -59,12 +60,11 @@ __all__ = [
     "rollout",
     "rollouts",
     "run_spec",
+    "run_stream",
 ]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONCURRENCY = 32
-"""Rollouts in flight when the caller says nothing (API and CLI alike)."""
 
 _PHASE_KIND = {"open": "environment", "close": "environment", "harness": "harness"}
 
@@ -119,8 +119,16 @@ class RecordingModel:
     the trajectory. An empty reply (no content, no tool calls) is an `empty_response`
     model failure."""
 
-    __slots__ = ("_calls", "_given", "_inner", "_merged", "_run_sampling", "_seed", "_started")
-    __slots__ += ("model_s",)
+    __slots__ = (
+        "_calls",
+        "_given",
+        "_inner",
+        "_merged",
+        "_run_sampling",
+        "_seed",
+        "_started",
+        "model_s",
+    )
 
     # What a harness may read of the adapter it drives: plain data, never a way to call
     # it (a client, the adapter itself), which would skip recording and the seed.
@@ -545,37 +553,36 @@ def work_items(
             yield task, repeat
 
 
-async def rollouts(
-    env: Environment,
-    model: Model,
-    *,
-    harness: Harness | None = None,
-    tasks: Iterable[Task] | None = None,
-    split: str = "test",
-    limit: int | None = None,
-    repeats: int = 1,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    seed: int | None = 0,
-    sampling: Sampling | None = None,
-    timeout: float | None = None,
-    run_id: str | None = None,
-    skip: set[tuple[str, int]] | frozenset[tuple[str, int]] | None = None,
-    keep_open: bool = False,
-    _whole_groups: bool = False,
+def rollouts(
+    env: Environment, model: Model, **options: Unpack[StreamOptions]
 ) -> AsyncGenerator[Rollout, None]:
     """Run every (task, repeat) and yield each `Rollout` the moment it finishes.
 
-    Tasks come from `tasks` or `env.tasks(split, limit)`, pulled lazily; at most
+    The options (`nemo_gym.options.RunSettings` says each one's meaning and default):
+    tasks come from `tasks` or `env.tasks(split, limit)`, pulled lazily; at most
     `concurrency` rollouts run at once. Each repeat gets the seed
     `derive_seed(seed, task.id, repeat)` (none when `seed` is None), which overrides any
     seed the harness or `sampling` sets. `skip` holds (task id, repeat) pairs already
-    done. Two tasks with the same id are a `ConfigError`.
+    done. Two tasks with the same id are a `ConfigError`; an unknown option a
+    `TypeError` at the call.
 
     Closing the stream (`aclose()`, the end of an `async with aclosing(...)` block, a
     `break` out of `async for` over the call itself, cancellation) cancels the rollouts
     in flight and waits until their episodes closed. When the stream ends, the
     environment, its verifier and the harness are closed (`aclose`) unless `keep_open`.
     """
+    return run_stream(env, model, RunSettings.of(options, STREAM_OPTIONS, "rollouts"))
+
+
+async def run_stream(
+    env: Environment, model: Model, run: RunSettings, *, whole_groups: bool = False
+) -> AsyncGenerator[Rollout, None]:
+    """`rollouts` with its options as one `RunSettings` (what `groups`, `collect` and the
+    Ray backend call); `whole_groups` runs a task's repeats again whole when `skip`
+    holds only some of them."""
+    harness, tasks, split, limit = run.harness, run.tasks, run.split, run.limit
+    repeats, concurrency, seed, sampling = run.repeats, run.concurrency, run.seed, run.sampling
+    timeout, run_id, skip, keep_open = run.timeout, run.run_id, run.skip, run.keep_open
     if repeats < 1:
         raise ConfigError(f"repeats must be >= 1, got {repeats}")
     if concurrency < 1:
@@ -585,7 +592,7 @@ async def rollouts(
     check_seeding(harness, sampling, seed, repeats)
     spec = run_spec(env, model, harness, sampling=sampling, seed=seed, repeats=repeats, split=split)
     run_id = run_id or uuid.uuid4().hex[:12]
-    work = work_items(env, tasks, split, limit, repeats, skip, whole_groups=_whole_groups)
+    work = work_items(env, tasks, split, limit, repeats, skip, whole_groups=whole_groups)
     finished: asyncio.Queue[asyncio.Task[Rollout]] = asyncio.Queue()
     running: set[asyncio.Task[Rollout]] = set()
     exhausted = False
@@ -627,25 +634,22 @@ async def rollouts(
             await close_all(env, verifier, harness)
 
 
-async def groups(
-    env: Environment,
-    model: Model,
-    *,
-    repeats: int,
-    **options: Any,
+def groups(
+    env: Environment, model: Model, **options: Unpack[StreamOptions]
 ) -> AsyncGenerator[list[Rollout], None]:
-    """Like `rollouts`, but yields the `repeats` rollouts of one task together (GRPO),
-    ordered by repeat, as soon as the last of them finishes.
+    """Like `rollouts` (the same options; `repeats` is required), but yields the
+    `repeats` rollouts of one task together (GRPO), ordered by repeat, as soon as the
+    last of them finishes.
 
     Every group is whole and from this call: with `skip` (resume), a task whose repeats
     are all in `skip` is left out, and a task with only some of them done is run again
     whole — never completed from older rows, which a training loop would have sampled
     from an older policy.
     """
-    stream = rollouts(env, model, repeats=repeats, _whole_groups=True, **options)
-    async with aclosing(grouped(stream, repeats)) as found:
-        async for group in found:
-            yield group
+    if "repeats" not in options:
+        raise TypeError("groups() needs repeats= (the size of each group)")
+    run = RunSettings.of(options, STREAM_OPTIONS, "groups")
+    return grouped(run_stream(env, model, run, whole_groups=True), run.repeats)
 
 
 async def grouped(

@@ -91,7 +91,8 @@ def _signature_model(fn: Callable[..., Any]) -> tuple[TypeAdapter[Any], dict[str
         else:
             fields[name] = NotRequired[hint]
             defaults[name] = param.default
-    arguments: Any = TypedDict(f"{getattr(fn, '__name__', 'tool')}_arguments", fields)  # type: ignore[operator]
+    make_typed_dict: Any = TypedDict  # a name built at run time, which mypy cannot follow
+    arguments: Any = make_typed_dict(f"{getattr(fn, '__name__', 'tool')}_arguments", fields)
     arguments.__pydantic_config__ = ConfigDict(extra=extra)
     adapter: TypeAdapter[Any] = TypeAdapter(arguments)
     schema = adapter.json_schema()

@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 import nemo_gym as gym
 from nemo_gym import registry
@@ -240,3 +240,193 @@ def test_deeply_nested_tool_arguments_are_malformed_arguments() -> None:
     call = gym.ToolCall(id="c", name="place", arguments="[" * 100_000 + "]" * 100_000)
     with pytest.raises(ValueError, match="nested too deeply"):
         call.parsed_arguments()
+
+
+# ------------------------------------------------------------- 18.2 one definition of options
+
+
+def _arith(n: int = 3) -> gym.Env:
+    tasks = [gym.Task(id=f"t{i}", prompt=f"{i}+0", answer=str(i)) for i in range(n)]
+    return gym.Env(exact, name="arith", tasks=tasks)
+
+
+def test_evaluate_takes_collect_options_in_memory_too(tmp_path: Path) -> None:
+    seen: list[str] = []
+    result = gym.evaluate(
+        _arith(), ScriptedModel(["0"], cycle=True), on_rollout=lambda r: seen.append(r.task_id)
+    )
+    assert sorted(seen) == ["t0", "t1", "t2"] and result.metrics.n_rollouts == 3
+    written = gym.evaluate(
+        _arith(),
+        ScriptedModel(["0"], cycle=True),
+        output=tmp_path / "run",
+        backend="local",
+        on_rollout=lambda r: seen.append(r.task_id),
+    )
+    assert written.new == 3 and len(seen) == 6
+
+
+def test_in_memory_evaluate_counts_what_it_ran() -> None:
+    result = gym.evaluate(_arith(), ScriptedModel(["0"], cycle=True), repeats=2)
+    assert result.new == 6 == len(result.rollouts)
+
+
+async def test_a_mistyped_option_fails_at_the_call_and_names_the_right_one(
+    tmp_path: Path,
+) -> None:
+    env, model = _arith(), ScriptedModel(["0"], cycle=True)
+    with pytest.raises(TypeError, match=r"'concurency'; did you mean 'concurrency'\?"):
+        gym.rollouts(env, model, concurency=4)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"'repeat'; did you mean 'repeats'\?"):
+        gym.groups(env, model, repeats=2, repeat=2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="needs repeats="):
+        gym.groups(env, model)
+    with pytest.raises(TypeError, match=r"collect\(\) got an unexpected keyword argument 'skip'"):
+        await gym.collect(env, model, output=tmp_path, skip=set())  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'retry_faild'; did you mean 'retry_failed'"):
+        gym.evaluate(env, model, retry_faild=True)  # type: ignore[call-arg]
+
+
+def test_one_options_type_no_private_flag_in_public_signatures() -> None:
+    import dataclasses
+    import inspect
+
+    from nemo_gym import options
+    from nemo_gym.integrations import ray
+
+    fields = {f.name for f in dataclasses.fields(options.RunSettings)}
+    assert fields == options.STREAM_OPTIONS | options.COLLECT_OPTIONS
+    for fn in (gym.rollouts, gym.groups, gym.collect, gym.evaluate, ray.rollouts, ray.groups):
+        parameters = inspect.signature(fn).parameters
+        assert not [p for p in parameters if p.startswith("_")], fn
+        assert parameters["options"].kind is inspect.Parameter.VAR_KEYWORD, fn
+
+
+# ---------------------------------------------------------------- 18.3 a registry without magic
+
+
+class TokenEnv(gym.Env):
+    """A user environment that takes credentials (not named api_key)."""
+
+    name = "token_env"
+
+    def __init__(self, *, token: str = "", password: SecretStr | None = None, n: int = 2) -> None:
+        super().__init__(
+            exact, tasks=[gym.Task(id=f"t{i}", prompt="1", answer="1") for i in range(n)]
+        )
+        self.token, self.password, self.n = token, password, n
+
+
+async def test_secrets_never_reach_run_json(tmp_path: Path) -> None:
+    env = TokenEnv(token="hunter2-token", password=SecretStr("hunter2-password"), n=2)
+    spec = registry.spec_of(env, "env")
+    assert spec.options == {"n": 2}
+    registry.register("env", "token-env-test", TokenEnv, replace=True)
+    try:
+        built = gym.make("token-env-test", token="hunter2-token", n=1)
+    finally:
+        registry.unregister("env", "token-env-test")
+    assert registry.spec_of(built, "env").options == {"n": 1}
+    await gym.collect(env, ScriptedModel(["1"], cycle=True), output=tmp_path)
+    for file in tmp_path.iterdir():
+        assert "hunter2" not in file.read_text(), file.name
+    # A secret typed as such is left out under any name, also inside an option's mapping.
+    assert registry.jsonable_options(
+        {"key": SecretStr("s"), "headers": {"Authorization": "Bearer s", "x": 1}}
+    ) == {"headers": {"x": 1}}
+
+
+def test_an_unknown_name_says_what_was_meant() -> None:
+    with pytest.raises(
+        ConfigError, match=r"no environment named 'arithmetc'; did you mean 'arithmetic'"
+    ):
+        gym.make("arithmetc")
+
+
+class _FakeDist:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class _FakeEntryPoint:
+    def __init__(self, name: str, value: str, dist: str) -> None:
+        self.name, self.value, self.dist = name, value, _FakeDist(dist)
+
+
+def test_two_plugins_with_one_name_are_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    eps = [
+        _FakeEntryPoint("twin", f"{__name__}:Marker", "pkg-one"),
+        _FakeEntryPoint("twin", f"{__name__}:TokenEnv", "pkg_two"),
+        _FakeEntryPoint("solo", f"{__name__}:Marker", "pkg-one"),
+    ]
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: eps)
+    registry.refresh_plugins()
+    try:
+        with pytest.raises(
+            ConfigError, match=r"2 installed plugins .* 'twin'.*pkg-one/twin, pkg-two/twin"
+        ):
+            gym.make("twin")
+        assert isinstance(gym.make("pkg-two/twin"), TokenEnv)
+        assert isinstance(gym.make("pkg-one/twin"), Marker)
+        assert isinstance(gym.make("solo"), Marker)
+        listed = registry.names("env")
+        assert {"pkg-one/twin", "pkg-two/twin", "solo"} <= set(listed) and "twin" not in listed
+    finally:
+        monkeypatch.undo()
+        registry.refresh_plugins()
+
+
+def test_listing_with_search_dirs_leaves_the_search_path_alone(tmp_path: Path) -> None:
+    (tmp_path / "local_probe.py").write_text(
+        "import nemo_gym as gym\n\n"
+        "async def v(task, trajectory):\n    return 1.0\n\n"
+        "def environment():\n    return gym.Env(v, name='local_probe', tasks=[])\n"
+    )
+    before = registry.search_dirs()
+    names = [info.name for info in gym.list_envs(search_dirs=[tmp_path])]
+    assert "local_probe" in names
+    assert registry.search_dirs() == before
+    assert "local_probe" not in registry.names("env")
+
+
+# ------------------------------------------------ 17.3 deeply nested JSON in a run directory
+
+
+async def test_deeply_nested_json_in_a_run_directory_is_a_clear_error(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    await gym.collect(_arith(2), ScriptedModel(["0"], cycle=True), output=run)
+    deep = "[" * 200_000 + "]" * 200_000
+    good = (run / "rollouts.jsonl").read_text()
+    (run / "rollouts.jsonl").write_text(good + '{"task_id": "t9", "metadata": ' + deep + "}\n")
+    with pytest.raises(ConfigError, match=r"rollouts\.jsonl:3: JSON nested too deeply"):
+        list(gym.read_rollouts(run))
+    with pytest.raises(ConfigError, match=r"rollouts\.jsonl:3: JSON nested too deeply"):
+        await gym.collect(_arith(2), ScriptedModel(["0"], cycle=True), output=run)
+    with pytest.raises(ConfigError, match=r"rollouts\.jsonl:3: JSON nested too deeply"):
+        gym.analysis.profile(run)
+    (run / "rollouts.jsonl").write_text(good)
+    (run / "run.json").write_text('{"run_id": ' + deep + "}")
+    with pytest.raises(ConfigError, match=r"run\.json: JSON nested too deeply"):
+        await gym.reverify(run)
+    with pytest.raises(ConfigError, match=r"run\.json: JSON nested too deeply"):
+        gym.aggregate([run], output=tmp_path / "merged")
+
+
+def test_no_module_imports_another_module_private_names() -> None:
+    import ast
+
+    package = Path(gym.__file__).parent
+    found = []
+    for file in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nemo_gym"):
+                module = node.module or ""
+                # A private module (`verify/_exact.py`) is its package's to share.
+                if any(part.startswith("_") for part in module.split(".")):
+                    continue
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                if private:
+                    found.append(f"{file.relative_to(package)}: {module} {private}")
+    assert not found, found

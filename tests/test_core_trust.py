@@ -24,6 +24,7 @@ from nemo_gym.errors import ConfigError, ModelError
 from nemo_gym.metrics import compute_metrics
 from nemo_gym.models import ScriptedModel
 from nemo_gym.models.base import ModelAdapter, RetryPolicy
+from nemo_gym.options import RunSettings
 from nemo_gym.runner import DEFAULT_CONCURRENCY
 
 HERE = Path(__file__).resolve().parent
@@ -779,8 +780,8 @@ def test_cli_and_api_share_the_default_concurrency() -> None:
 
     args = build_parser().parse_args(["eval", "run", "arithmetic"])
     assert args.concurrency == DEFAULT_CONCURRENCY
-    assert gym.rollouts.__kwdefaults__["concurrency"] == DEFAULT_CONCURRENCY
-    assert gym.collect.__kwdefaults__["concurrency"] == DEFAULT_CONCURRENCY
+    # rollouts, groups, collect, evaluate and Ray share one options type and its default
+    assert RunSettings().concurrency == DEFAULT_CONCURRENCY
 
 
 def test_harness_reprs_show_their_options() -> None:
