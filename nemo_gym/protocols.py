@@ -150,6 +150,11 @@ class _FunctionVerifier:
         return f"Verifier({self.__name__})"
 
 
+def function_of(verifier: Any) -> VerifyFunction | None:
+    """The plain function a verifier made by `as_verifier` wraps (None for any other)."""
+    return verifier.fn if isinstance(verifier, _FunctionVerifier) else None
+
+
 def as_verifier(obj: Verifier | VerifyFunction) -> Verifier:
     """Accept a `Verifier` or a plain async function `(task, trajectory) -> float | Rewards`."""
     if hasattr(obj, "verify"):

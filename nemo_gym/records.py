@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from nemo_gym.errors import FailureKind, HarnessError, VerifierError
-from nemo_gym.registry import Spec
+from nemo_gym.spec import Spec
 
 SCHEMA_VERSION = 2
 

@@ -43,11 +43,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretBytes, SecretStr
+from pydantic import BaseModel, SecretBytes, SecretStr
 
 from nemo_gym.errors import ConfigError
+from nemo_gym.protocols import function_of
+from nemo_gym.spec import KINDS, Kind, Spec, has_opaque
 
 __all__ = [
     "ENTRY_POINT_GROUPS",
@@ -55,10 +57,14 @@ __all__ = [
     "Described",
     "Entry",
     "Kind",
+    "Registry",
     "Spec",
+    "active",
     "add_search_dir",
     "build",
+    "default_registry",
     "entries",
+    "isolated",
     "lookup",
     "names",
     "rebuild",
@@ -68,8 +74,6 @@ __all__ = [
     "unregister",
 ]
 
-Kind = Literal["env", "model", "harness", "verifier", "sandbox"]
-KINDS: tuple[Kind, ...] = get_args(Kind)
 
 ENTRY_POINT_GROUPS: dict[Kind, str] = {
     "env": "nemo_gym.envs",
@@ -198,46 +202,6 @@ _FAMILIES: dict[Kind, dict[str, str]] = {
 Factory = Callable[..., Any]
 
 
-class Spec(BaseModel):
-    """What rebuilds an object: kind, registry name, version, options, factory path.
-
-    `options` are JSON values; an option that was an object with a spec of its own is
-    stored as `{"$spec": {...}}` (rebuilt too), any other object as
-    `{"$object": "TypeName"}` (recorded, but not rebuildable). Secrets (API keys) are
-    never part of a spec.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    kind: Kind
-    name: str
-    version: str | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
-    target: str | None = None
-
-    @property
-    def id(self) -> str:
-        """`name@version` (or the bare name when there is no version)."""
-        return self.name if self.version is None else f"{self.name}@{self.version}"
-
-    @property
-    def rebuildable(self) -> bool:
-        """Whether `build(self)` can make the object again (no opaque options)."""
-        return not _has_opaque(self.options)
-
-    def identity(self) -> dict[str, Any]:
-        """The fields a resumed run must agree on (the factory path is not one)."""
-        return {"name": self.name, "version": self.version, "options": self.options}
-
-
-def _has_opaque(value: Any) -> bool:
-    if isinstance(value, dict):
-        return "$object" in value or any(_has_opaque(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_opaque(v) for v in value)
-    return False
-
-
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One registered name: where its factory lives and what it says about itself."""
@@ -283,7 +247,39 @@ LABELS: dict[Kind, str] = {
     "sandbox": "sandbox provider",
 }
 
-_registered: dict[Kind, dict[str, dict[str | None, Entry]]] = {kind: {} for kind in KINDS}
+
+@dataclass(slots=True)
+class Registry:
+    """What `register` and `add_search_dir` change: the run-time registrations and the
+    local-environment folders. The process has one (`default_registry`); `isolated()`
+    gives a block a fresh one (tests), built-ins and plugins included as always."""
+
+    registered: dict[Kind, dict[str, dict[str | None, Entry]]] = field(
+        default_factory=lambda: {kind: {} for kind in KINDS}
+    )
+    search_dirs: list[Path] = field(default_factory=list)
+
+
+default_registry = Registry()
+_active: ContextVar[Registry] = ContextVar("nemo_gym_registry", default=default_registry)
+
+
+def active() -> Registry:
+    """The registry names resolve in here: `default_registry`, or an `isolated()` one."""
+    return _active.get()
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[Registry]:
+    """Run a block against a fresh `Registry`: what it registers or adds as a search
+    folder is gone when it ends, and nothing registered outside is seen inside."""
+    token = _active.set(Registry())
+    try:
+        yield _active.get()
+    finally:
+        _active.reset(token)
+
+
 _specs: weakref.WeakKeyDictionary[Any, Spec] = weakref.WeakKeyDictionary()
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
 
@@ -355,7 +351,7 @@ def register(
         module, sep, attribute = target.partition(":")
         if not sep or not module or not attribute:
             raise ConfigError(f"{kind} {name!r}: import path {target!r} is not 'module:attr'")
-    versions = _registered[kind].setdefault(name, {})
+    versions = active().registered[kind].setdefault(name, {})
     exists = version in versions or (name in _BUILTINS[kind] and version is None)
     if exists and not replace:
         raise ConfigError(
@@ -369,10 +365,10 @@ def register(
 
 def unregister(kind: Kind, name: str, *, version: str | None = None) -> None:
     """Remove a run-time registration (built-ins and plugins stay)."""
-    versions = _registered[_check_kind(kind)].get(name, {})
+    versions = active().registered[_check_kind(kind)].get(name, {})
     versions.pop(version, None)
     if not versions:
-        _registered[kind].pop(name, None)
+        active().registered[kind].pop(name, None)
 
 
 @functools.cache
@@ -414,14 +410,14 @@ def refresh_plugins() -> None:
 
 
 SEARCH_PATH_VARIABLE = "NEMO_GYM_ENV_PATH"
-_search_dirs: list[Path] = []
 
 
 def add_search_dir(path: str | os.PathLike[str]) -> None:
     """Search `path` for one-file environments (`<name>.py`), before NEMO_GYM_ENV_PATH."""
     folder = _checked_dir(path)
-    if folder not in _search_dirs:
-        _search_dirs.append(folder)
+    folders = active().search_dirs
+    if folder not in folders:
+        folders.append(folder)
 
 
 _query_dirs: ContextVar[tuple[Path, ...]] = ContextVar("nemo_gym_query_dirs", default=())
@@ -449,7 +445,7 @@ def _checked_dir(path: str | os.PathLike[str]) -> Path:
 
 def search_dirs() -> list[Path]:
     """The folders searched for local environments, in order."""
-    found = list(_search_dirs)
+    found = list(active().search_dirs)
     found += [f for f in _query_dirs.get() if f not in found]
     for part in os.environ.get(SEARCH_PATH_VARIABLE, "").split(os.pathsep):
         folder = Path(part).expanduser().resolve() if part.strip() else None
@@ -502,7 +498,7 @@ def _load_local(name: str, file: Path) -> Factory:
 
 def _candidates(kind: Kind, name: str) -> list[Entry]:
     """Every entry under `name`, by the precedence rule (first source that has it)."""
-    registered = _registered[kind].get(name)
+    registered = active().registered[kind].get(name)
     if registered:
         return list(registered.values())
     builtins = [
@@ -568,7 +564,7 @@ def names(kind: Kind) -> list[str]:
     """Every name of `kind` the registry knows (registered, built-in, plugins)."""
     kind = _check_kind(kind)
     found = {key.partition("@")[0] for key in _BUILTINS[kind]}
-    found.update(_registered[kind])
+    found.update(active().registered[kind])
     if kind == "env":
         found.update(_local_names())
     for name, eps in _plugin_map(kind).items():
@@ -642,8 +638,8 @@ def rebuild(spec: Spec, /, *, trust_code: bool = False) -> Any:
     as `{"$spec": ...}` are rebuilt first, under the same rule.
     """
     options = {key: _revive(value, trust_code) for key, value in spec.options.items()}
-    if _has_opaque(spec.options):
-        opaque = [k for k, v in spec.options.items() if _has_opaque(v)]
+    if has_opaque(spec.options):
+        opaque = [k for k, v in spec.options.items() if has_opaque(v)]
         raise ConfigError(
             f"{spec.kind} {spec.id!r} cannot be rebuilt from its spec: option(s) "
             f"{', '.join(opaque)} were objects without a spec; pass the object itself"
@@ -779,7 +775,7 @@ def spec_of(obj: Any, kind: Kind) -> Spec:
         spec = describe()
         if isinstance(spec, Spec):
             return spec
-    inner = getattr(obj, "fn", None) if type(obj).__name__ == "_FunctionVerifier" else None
+    inner = function_of(obj)
     source = inner if inner is not None else obj
     kind_type = source if inspect.isfunction(source) else type(source)
     name = getattr(obj, "name", None) if kind == "env" else None
@@ -797,7 +793,7 @@ def _builtin_name(kind: Kind, cls: type) -> str | None:
     for key, target in _BUILTINS[kind].items():
         if target == path:
             return key.partition("@")[0]
-    for name, versions in _registered[kind].items():
+    for name, versions in active().registered[kind].items():
         if any(e.target_path == path for e in versions.values()):
             return name
     return None

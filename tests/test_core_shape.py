@@ -430,3 +430,15 @@ def test_no_module_imports_another_module_private_names() -> None:
                 if private:
                     found.append(f"{file.relative_to(package)}: {module} {private}")
     assert not found, found
+
+
+def test_an_isolated_registry_leaves_the_process_registry_alone(tmp_path: Path) -> None:
+    with registry.isolated() as inner:
+        registry.register("env", "only-inside", Marker)
+        registry.add_search_dir(tmp_path)
+        assert isinstance(gym.make("only-inside"), Marker)
+        assert inner.search_dirs == [tmp_path.resolve()]
+        assert isinstance(gym.make("arithmetic"), gym.Env)  # built-ins resolve as always
+    assert registry.active() is registry.default_registry
+    assert "only-inside" not in registry.names("env")
+    assert tmp_path.resolve() not in registry.search_dirs()
