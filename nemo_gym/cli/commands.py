@@ -66,8 +66,8 @@ def search(query: str) -> list[tuple[str, str, str]]:
     for info in list_envs():
         keep("environment", info.name, info.description, info.domain, info.verification)
     for kind in ("model", "harness", "verifier", "sandbox"):
-        for entry in registry.entries(kind):  # type: ignore[arg-type]
-            keep(registry.LABELS[kind], entry.id, _describe(entry))  # type: ignore[index]
+        for entry in registry.entries(kind):
+            keep(registry.LABELS[kind], entry.id, _describe(entry))
     return found
 
 

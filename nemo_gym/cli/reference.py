@@ -23,7 +23,7 @@ message naming the file, line and field, or the flag. For a guided tour from
 """
 
 
-def _subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:  # type: ignore[type-arg]
+def _subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             return action

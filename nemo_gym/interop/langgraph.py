@@ -208,7 +208,7 @@ def from_langchain(message: BaseMessage) -> Message:
         )
     if isinstance(message, ChatMessage) and message.role in ("system", "user", "assistant", "tool"):
         return Message(
-            role=message.role,  # type: ignore[arg-type]
+            role=message.role,
             content=_text(message.content, f"{message.role} message"),
         )
     raise HarnessError(f"cannot convert a LangChain {type(message).__name__} to a Message")
