@@ -40,7 +40,7 @@ from nemo_gym.lifecycle import close_all, is_interrupt
 from nemo_gym.metrics import Group, MetricsAccumulator, compute_metrics, row_group
 from nemo_gym.options import COLLECT_OPTIONS, DEFAULT_CONCURRENCY, CollectOptions, RunSettings
 from nemo_gym.protocols import Environment, Harness, Model, Verifier, as_verifier
-from nemo_gym.records import SCHEMA_VERSION, Rewards, Rollout, RunMetrics, Sampling, Task
+from nemo_gym.records import Rewards, Rollout, RunMetrics, Sampling, Task
 from nemo_gym.registry import Spec, build, rebuild
 from nemo_gym.rundir.files import (
     FAILURES,
@@ -60,6 +60,15 @@ from nemo_gym.rundir.files import (
     repair_tail,
     write_atomic,
     write_line,
+)
+from nemo_gym.rundir.manifest import (
+    check_resume,
+    first_difference,
+    manifest_parts,
+    merged_manifest,
+    new_manifest,
+    part_label,
+    run_identity,
 )
 from nemo_gym.runner import failure_of, run_spec, run_stream
 
@@ -220,11 +229,6 @@ class Part:
         return (self.env.name, self.variant)
 
 
-def part_label(env: str | None, variant: str | None) -> str:
-    """How a part is named in messages: `env` or `env[variant]`."""
-    return f"{env}" if variant is None else f"{env}[{variant}]"
-
-
 def as_parts(
     env: Environment | Sequence[Part | Environment],
     *,
@@ -356,123 +360,6 @@ def _part_record(
     }
 
 
-def _manifest(
-    parts: list[dict[str, Any]], run_id: str, shard: tuple[int, int] | None
-) -> dict[str, Any]:
-    manifest: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_id,
-        "created_at": time.time(),
-    }
-    if len(parts) == 1:  # what a run of one environment has always said
-        manifest["spec"] = parts[0]["spec"]
-        manifest["limit"] = parts[0]["limit"]
-    manifest["parts"] = parts
-    manifest["shard"] = None if shard is None else {"index": shard[0], "count": shard[1]}
-    return manifest
-
-
-def manifest_parts(
-    manifest: Mapping[str, Any], path: Path | str = MANIFEST
-) -> list[dict[str, Any]]:
-    """The parts a `run.json` lists (one, from its `spec`, for a run written before
-    mixed runs existed); `ConfigError` naming the file when it has neither."""
-    parts = manifest.get("parts")
-    if parts is None:
-        spec = manifest.get("spec")
-        if not isinstance(spec, dict):
-            raise ConfigError(f"{path}: no field 'parts' or 'spec': not a run of this nemo_gym")
-        return [{"env": None, "variant": None, "spec": spec, "limit": manifest.get("limit")}]
-    if not isinstance(parts, list) or not all(
-        isinstance(p, dict) and isinstance(p.get("spec"), dict) for p in parts
-    ):
-        raise ConfigError(f"{path}: field 'parts' must be a list of objects with a 'spec'")
-    return parts
-
-
-def _identity(spec: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a run spec a resumed run must agree on."""
-    out: dict[str, Any] = {}
-    for part in ("env", "model", "harness"):
-        value = spec.get(part) or {}
-        out[part] = Spec.model_validate(value).identity() if value else None
-    for name in ("sampling", "seed", "repeats", "split"):
-        out[name] = spec.get(name)
-    return out
-
-
-def _run_identity(manifest: Mapping[str, Any], path: Path, *, shard: bool) -> dict[str, Any]:
-    """What two runs must share to be one run: each part's spec identity (and task
-    source), and — to resume, not to aggregate — the shard."""
-    parts = manifest_parts(manifest, path)
-    try:
-        if len(parts) == 1:
-            identity = _identity(parts[0]["spec"])
-            for name in ("variant", "source"):
-                if parts[0].get(name) is not None:
-                    identity[name] = parts[0][name]
-        else:
-            identity = {
-                "parts": {
-                    part_label(p.get("env"), p.get("variant")): {
-                        **_identity(p["spec"]),
-                        "source": p.get("source"),
-                    }
-                    for p in parts
-                }
-            }
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: field 'spec' is not a run spec: {exc}") from exc
-    if shard:
-        identity["shard"] = manifest.get("shard")
-    return identity
-
-
-def _differences(stored: Any, current: Any, prefix: str) -> Iterator[tuple[str, Any, Any]]:
-    if isinstance(stored, dict) and isinstance(current, dict):
-        for key in sorted(set(stored) | set(current)):
-            name = f"{prefix}.{key}" if prefix else str(key)
-            yield from _differences(stored.get(key), current.get(key), name)
-    elif stored != current:
-        yield prefix, stored, current
-
-
-def _first_difference(before: dict[str, Any], now: dict[str, Any]) -> tuple[str, Any, Any] | None:
-    """The first field two run identities differ in; a different set of parts is named
-    as such, not as a dump of both."""
-    if set(before.get("parts", {})) != set(now.get("parts", {})) and (
-        "parts" in before or "parts" in now
-    ):
-        have = ", ".join(before.get("parts", {})) or "one environment"
-        want = ", ".join(now.get("parts", {})) or "one environment"
-        return "parts", have, want
-    return next(_differences(before, now, ""), None)
-
-
-def _check_resume(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Reuse the stored run id; refuse to resume a different run, naming the field."""
-    stored = read_manifest(path)
-    if stored is None:
-        return manifest
-    version = stored.get("schema_version", 1)
-    if version != SCHEMA_VERSION or ("spec" not in stored and "parts" not in stored):
-        raise ConfigError(
-            f"{path}: field 'schema_version' is {version!r} but this nemo_gym writes "
-            f"{SCHEMA_VERSION}; the run can be read (gym eval reverify, read_rollouts) "
-            "but not resumed: use another output directory"
-        )
-    before = _run_identity(stored, path, shard=True)
-    now = _run_identity(manifest, path, shard=True)
-    difference = _first_difference(before, now)
-    if difference is not None:
-        field, old, new = difference
-        raise ConfigError(
-            f"{path}: field {field!r} is {old!r} in run.json but {new!r} in this run; "
-            "use another output directory to start a new run"
-        )
-    return {**manifest, "run_id": stored["run_id"], "created_at": stored["created_at"]}
-
-
 def _check_row_part(where: str, row: Mapping[str, Any], keys: set[Group]) -> Group:
     """The part a stored row belongs to; a row of no part of this run is an error."""
     env, variant = row_group(row, where)
@@ -581,7 +468,7 @@ async def _collect(
         _part_record(part, model, seed=run.seed, repeats=run.repeats, split=run.split)
         for part in parts
     ]
-    manifest = _check_resume(out / MANIFEST, _manifest(records, uuid.uuid4().hex[:12], run.shard))
+    manifest = check_resume(out / MANIFEST, new_manifest(records, uuid.uuid4().hex[:12], run.shard))
     write_atomic(out / MANIFEST, json.dumps(manifest, indent=2))
     rollouts_path = out / ROLLOUTS
     repair_tail(rollouts_path)
@@ -844,10 +731,10 @@ def aggregate(
         if manifest is None:
             raise ConfigError(f"{path / MANIFEST}: missing, so the run is unknown")
         manifests.append(manifest)
-    first = _run_identity(manifests[0], paths[0] / MANIFEST, shard=False)
+    first = run_identity(manifests[0], paths[0] / MANIFEST, shard=False)
     keys = {(p.get("env"), p.get("variant")) for p in manifest_parts(manifests[0], paths[0])}
     for path, manifest in zip(paths[1:], manifests[1:], strict=True):
-        difference = _first_difference(first, _run_identity(manifest, path / MANIFEST, shard=False))
+        difference = first_difference(first, run_identity(manifest, path / MANIFEST, shard=False))
         if difference is not None:
             field, old, new = difference
             raise ConfigError(
@@ -877,7 +764,7 @@ def aggregate(
     for index, number, ok in chosen.values():
         chosen_lines.setdefault(index, {})[number] = ok
     out.mkdir(parents=True, exist_ok=True)
-    merged = _merged_manifest(paths, manifests)
+    merged = merged_manifest(paths, manifests)
     write_atomic(out / MANIFEST, json.dumps(merged, indent=2))
     # Written beside, then renamed: an interrupted merge leaves no half run behind.
     rollouts_tmp, failures_tmp = out / f".{ROLLOUTS}.tmp", out / f".{FAILURES}.tmp"
@@ -902,24 +789,3 @@ def aggregate(
     fsync_dir(out)
     metrics = MetricsAccumulator(success_threshold=success_threshold)
     return RunResult(metrics=_finish(out, metrics), output=out, new=len(chosen))
-
-
-def _merged_manifest(paths: list[Path], manifests: list[dict[str, Any]]) -> dict[str, Any]:
-    merged = dict(manifests[0])
-    merged["run_id"] = uuid.uuid4().hex[:12]
-    merged["created_at"] = time.time()
-    merged["shard"] = None
-    if "parts" in merged:
-        parts = []
-        for index, part in enumerate(manifest_parts(merged)):
-            limits = [manifest_parts(m)[index].get("limit") for m in manifests]
-            known = [limit for limit in limits if limit is not None]
-            parts.append({**part, "limit": None if None in limits else max(known)})
-        merged["parts"] = parts
-        if len(parts) == 1:
-            merged["limit"] = parts[0]["limit"]
-    merged["aggregated_from"] = [
-        {"path": str(path), "run_id": m.get("run_id"), "shard": m.get("shard")}
-        for path, m in zip(paths, manifests, strict=True)
-    ]
-    return merged

@@ -20,7 +20,6 @@ from typing import Any
 
 from nemo_gym.analysis.compare import Paired, bootstrap_interval, compare
 from nemo_gym.analysis.diagnose import Diagnosis, Example, classify
-from nemo_gym.collect import manifest_parts
 from nemo_gym.errors import ConfigError
 from nemo_gym.metrics import MetricsAccumulator, row_group
 from nemo_gym.records import RunMetrics
@@ -33,6 +32,7 @@ from nemo_gym.rundir.files import (
     parse_row,
     read_manifest,
 )
+from nemo_gym.rundir.manifest import manifest_parts
 
 __all__ = ["Distribution", "Facts", "Profile", "TaskStats", "VariantStats", "profile"]
 
