@@ -700,8 +700,8 @@ def test_metrics_memory_is_bounded_by_keys_not_row_size(tmp_path: Path) -> None:
                 "trajectory": {"messages": [{"role": "user", "content": padding}]},
             }
             handle.write(json.dumps(row) + "\n")
-    from nemo_gym.collect import _finish
     from nemo_gym.metrics import MetricsAccumulator
+    from nemo_gym.rundir.rows import write_metrics as _finish
 
     tracemalloc.start()
     try:
