@@ -43,12 +43,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, overload
 
 from pydantic import BaseModel, SecretBytes, SecretStr
 
 from nemo_gym.errors import ConfigError
-from nemo_gym.protocols import function_of
+from nemo_gym.protocols import (
+    Environment,
+    Harness,
+    Model,
+    SandboxProvider,
+    Verifier,
+    function_of,
+)
 from nemo_gym.spec import KINDS, Kind, Spec, has_opaque
 
 __all__ = [
@@ -582,8 +589,23 @@ def entries(kind: Kind) -> Iterator[Entry]:
         yield lookup(kind, name)
 
 
+@overload
+def build(kind: Literal["env"], name: str, /, **options: Any) -> Environment: ...
+@overload
+def build(kind: Literal["model"], name: str, /, **options: Any) -> Model: ...
+@overload
+def build(kind: Literal["harness"], name: str, /, **options: Any) -> Harness: ...
+@overload
+def build(kind: Literal["verifier"], name: str, /, **options: Any) -> Verifier: ...
+@overload
+def build(kind: Literal["sandbox"], name: str, /, **options: Any) -> SandboxProvider: ...
+@overload
+def build(kind: Kind, name: str, /, **options: Any) -> Any: ...
+@overload
+def build(kind: Spec, /) -> Any: ...
 def build(kind: Kind | Spec, name: str | None = None, /, **options: Any) -> Any:
-    """Build `kind` `name` with `options`, or rebuild from a `Spec`.
+    """Build `kind` `name` with `options` (typed per kind: `build("env", ...)` is an
+    `Environment`), or rebuild from a `Spec`.
 
     `build("env", "arithmetic", seed=3)`, `build(spec)` (= `rebuild(spec)`). The object
     remembers its spec (`spec_of`).
