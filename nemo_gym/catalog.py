@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from nemo_gym import registry
 from nemo_gym.errors import ConfigError
 from nemo_gym.protocols import Environment
-from nemo_gym.registry import Spec
+from nemo_gym.registry import Spec, add_search_dir
 
 __all__ = [
     "EnvInfo",
@@ -67,11 +67,6 @@ _INFO_FIELDS = (
     "splits",
 )
 _TUPLES = ("requires", "splits")
-
-
-def add_search_dir(path: str | os.PathLike[str]) -> None:
-    """Also find one-file environments (`<name>.py`) in `path` (see `nemo_gym.registry`)."""
-    registry.add_search_dir(path)
 
 
 def register(
