@@ -12,6 +12,7 @@ against them before the function runs.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -67,6 +68,42 @@ class Tool:
 
     async def __call__(self, **arguments: Any) -> Any:
         return await self.fn(**self.validate(arguments))
+
+
+_SIGNATURES: dict[Any, tuple[TypeAdapter[Any], dict[str, Any]]] = {}
+_SIGNATURES_MAX = 4096
+
+
+def _signature_key(fn: Callable[..., Any]) -> Any:
+    """What decides a tool's validator: its code, its annotations (the objects: a class
+    defined per call is another key) and its defaults; None when they cannot be hashed."""
+    try:
+        key = (
+            getattr(fn, "__code__", fn),
+            tuple(getattr(fn, "__annotations__", {}).items()),
+            getattr(fn, "__defaults__", None),
+            tuple(sorted((getattr(fn, "__kwdefaults__", None) or {}).items())),
+        )
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _cached_signature_model(fn: Callable[..., Any]) -> tuple[TypeAdapter[Any], dict[str, Any]]:
+    # Environments often define their tools inside `open`, so `@tool` runs once per
+    # episode; building a pydantic validator costs about a millisecond, paid once per
+    # distinct signature instead.
+    key = _signature_key(fn)
+    found = _SIGNATURES.get(key) if key is not None else None
+    if found is None:
+        found = _signature_model(fn)
+        if key is not None:
+            if len(_SIGNATURES) >= _SIGNATURES_MAX:
+                _SIGNATURES.clear()
+            _SIGNATURES[key] = found
+    adapter, schema = found
+    return adapter, copy.deepcopy(schema)  # each ToolSpec owns its schema
 
 
 def _signature_model(fn: Callable[..., Any]) -> tuple[TypeAdapter[Any], dict[str, Any]]:
@@ -128,7 +165,7 @@ def tool(
     def build(f: ToolFunction) -> Tool:
         if not inspect.iscoroutinefunction(f):
             raise TypeError(f"a tool must be an async function, got {f!r}")
-        arguments, parameters = _signature_model(f)
+        arguments, parameters = _cached_signature_model(f)
         spec = ToolSpec(
             name=name or f.__name__,
             description=description or inspect.cleandoc(f.__doc__ or ""),

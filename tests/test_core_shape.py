@@ -442,3 +442,28 @@ def test_an_isolated_registry_leaves_the_process_registry_alone(tmp_path: Path) 
     assert registry.active() is registry.default_registry
     assert "only-inside" not in registry.names("env")
     assert tmp_path.resolve() not in registry.search_dirs()
+
+
+async def test_tools_made_per_episode_share_a_validator_but_not_their_classes() -> None:
+    def make() -> tuple[gym.Tool, type[BaseModel]]:
+        class Point(BaseModel):
+            x: int
+
+        async def move(to: Point) -> str:
+            """Move."""
+            return type(to).__qualname__ if isinstance(to, Point) else "wrong class"
+
+        # This module's annotations are strings; a local class resolves only as an object.
+        move.__annotations__ = {"to": Point, "return": str}
+        return gym.tool(move), Point
+
+    first, _ = make()
+    second, _ = make()
+    # Each tool's argument is its own call's class (a shared validator would build the
+    # first call's Point, and `isinstance` would fail for the second).
+    assert await first(to={"x": "1"}) == await second(to={"x": 2})
+    assert (await second(to={"x": 2})).endswith("make.<locals>.Point")
+    assert first.spec.parameters == second.spec.parameters
+    assert first.spec.parameters is not second.spec.parameters
+    one, two = place, gym.tool(place.fn)
+    assert one.arguments is two.arguments  # one signature, one validator built
