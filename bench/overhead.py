@@ -2,6 +2,8 @@
 
     python bench/overhead.py                 # full run (1,000,000 streamed rollouts for RSS)
     python bench/overhead.py --stream 100000 # quicker
+    git worktree add /tmp/oldmain main       # then, this tree and that one side by side:
+    python bench/overhead.py --compare /tmp/oldmain --stream 200000
 
 (a) ScriptedModel single-turn, (b) a ToolLoop of 1 vs 5 turns (µs per extra turn),
 (c) OpenAIChat through the real openai SDK over an in-process fake transport,
@@ -211,6 +213,53 @@ async def main(stream: int, n: int, rounds: int) -> None:
     print(f"  max RSS of this process: {max_rss:.0f} MB")
 
 
+async def figures(n: int, stream: int) -> dict[str, float]:
+    """One round of (a), (b) and (d), for `--compare` (one tree per interpreter)."""
+    single = await _drain(_Tasks(n), ScriptedModel(["4"], cycle=True, keep_requests=False), n, 64)
+    loop1 = gym.harnesses.ToolLoop(max_turns=8)
+    one = await _drain(
+        _ToolEnv(n, loop1), ScriptedModel(_tool_script(1), keep_requests=False), n, 64
+    )
+    five = await _drain(
+        _ToolEnv(n, loop1), ScriptedModel(_tool_script(5), keep_requests=False), n, 64
+    )
+    out = {"single": single, "turn": (five - one) / 4}
+    if stream:
+        before, peak = await _stream_rss(stream)
+        out["rss_mb"] = peak - before
+    return out
+
+
+def compare(other: str, n: int, rounds: int, stream: int) -> None:
+    """This tree and `other` (a checkout, e.g. `git worktree add /tmp/oldmain main`),
+    alternating one interpreter per round, so load hits both alike."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = {"this tree": here, os.path.basename(other.rstrip("/")) or other: other}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for index in range(rounds):
+        for name, tree in trees.items():
+            env = {**os.environ, "PYTHONPATH": tree}
+            code = (
+                "import asyncio, json, sys; sys.path.insert(0, sys.argv[1]); import overhead; "
+                "n, stream = int(sys.argv[2]), int(sys.argv[3]); "
+                "print(json.dumps(asyncio.run(overhead.figures(n, stream))))"
+            )
+            args = [sys.executable, "-c", code, os.path.dirname(os.path.abspath(__file__))]
+            args += [str(n), str(stream if index == 0 else 0)]
+            out = subprocess.run(
+                args, capture_output=True, text=True, check=True, env=env, cwd=tree
+            )
+            results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"CPU µs per rollout, best of {rounds} interleaved rounds of {n} rollouts")
+    print(f"{'':34}" + "".join(f"{name:>22}" for name in trees))
+    for key, label in (("single", "(a) scripted single-turn"), ("turn", "(b) per extra tool turn")):
+        row = "".join(f"{_best([r[key] for r in results[name]]):>22}" for name in trees)
+        print(f"  {label:32}{row}")
+    if stream:
+        row = "".join(f"{results[name][0]['rss_mb']:>19.1f} MB" for name in trees)
+        print(f"  {'(d) RSS growth, ' + format(stream, ',') + ' streamed':32}{row}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -218,5 +267,9 @@ if __name__ == "__main__":
     parser.add_argument("--stream", type=int, default=1_000_000, help="rollouts streamed for RSS")
     parser.add_argument("--n", type=int, default=4_000, help="rollouts per timing round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--compare", metavar="TREE", help="another checkout, side by side")
     args = parser.parse_args()
-    asyncio.run(main(args.stream, args.n, args.rounds))
+    if args.compare:
+        compare(args.compare, args.n, args.rounds, args.stream)
+    else:
+        asyncio.run(main(args.stream, args.n, args.rounds))

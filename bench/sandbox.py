@@ -83,8 +83,8 @@ class _PlainSandbox:
         self.read_file = inner.read_file
         self.reset = inner.reset
 
-    async def close(self) -> None:
-        await self.inner.close()
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 class _NoFastPath:

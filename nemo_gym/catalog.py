@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from nemo_gym import registry
 from nemo_gym.errors import ConfigError
 from nemo_gym.protocols import Environment
-from nemo_gym.registry import Spec
+from nemo_gym.registry import Spec, add_search_dir
 
 __all__ = [
     "EnvInfo",
@@ -69,11 +69,6 @@ _INFO_FIELDS = (
 _TUPLES = ("requires", "splits")
 
 
-def add_search_dir(path: str | os.PathLike[str]) -> None:
-    """Also find one-file environments (`<name>.py`) in `path` (see `nemo_gym.registry`)."""
-    registry.add_search_dir(path)
-
-
 def register(
     name: str,
     factory: EnvFactory | str,
@@ -96,11 +91,12 @@ def register(
 
 def make(name: str | Spec, **options: Any) -> Environment:
     """Build the environment registered under `name` (`name@version` for one version)
-    with `options`, or rebuild one from its `Spec`."""
+    with `options`, or rebuild one from its `Spec` (by name only: see `registry.rebuild`
+    for a spec whose import path you trust)."""
     if isinstance(name, Spec):
         if options:
             raise TypeError("make(spec) takes no options: they are in the spec")
-        return registry.build(name)
+        return registry.rebuild(name)
     return registry.build("env", name, **options)
 
 
@@ -141,10 +137,10 @@ def list_envs(
     domain: str | None = None, *, search_dirs: Iterable[str | os.PathLike[str]] = ()
 ) -> list[EnvInfo]:
     """Every environment `make` knows (built-ins, registered, local folders, plugins), by
-    name; `domain` keeps one domain; `search_dirs` are added first (`add_search_dir`)."""
-    for folder in search_dirs:
-        registry.add_search_dir(folder)
-    infos = [env_info(name) for name in registry.names("env")]
+    name; `domain` keeps one domain; `search_dirs` are searched too, for this query
+    only (`add_search_dir` adds a folder for the process)."""
+    with registry.searching(search_dirs):
+        infos = [env_info(name) for name in registry.names("env")]
     return [info for info in infos if domain is None or info.domain == domain]
 
 

@@ -449,10 +449,10 @@ def _check_rebuild(checker: _Checker, tasks: list[Task]) -> None:
     spec = to_spec()
     if not spec.rebuildable or getattr(checker.env, "_tasks", None) is not None:
         return
-    from nemo_gym.registry import build
+    from nemo_gym.registry import rebuild
 
     try:
-        rebuilt = build(spec)
+        rebuilt = rebuild(spec, trust_code=True)  # the env's own spec, made in this process
         split = "test" if "test" in getattr(checker.env, "splits", ("test",)) else None
         again = list(rebuilt.tasks(split=split or checker.env.splits[0], limit=len(tasks)))
     except Exception as exc:

@@ -1,6 +1,9 @@
-"""Runs on disk: `collect` (stream to JSONL, resume, metrics), `evaluate` (sync), `reverify`.
+"""Runs: `collect` (stream to a run directory, resume, metrics) and `evaluate` (sync,
+to a run directory or in memory), over one environment or several `Part`s.
 
-A run directory holds:
+`reverify` (nemo_gym/reverify.py) and `aggregate` (nemo_gym/aggregate.py) are the other
+writers of run directories; all of them read and write through `nemo_gym.rundir`
+(files, manifest, rows). A run directory holds:
 - `run.json`: what ran (`RunSpec`: env, model, harness specs, sampling, seed, repeats,
   split; run id, schema version); a resumed run must agree with it; written atomically;
 - `rollouts.jsonl`: one `Rollout` per line, appended and flushed as each finishes;
@@ -13,38 +16,58 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import itertools
 import json
 import os
-import re
-import tempfile
-import time
 import uuid
 from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
+    AsyncGenerator,
     Coroutine,
     Iterable,
-    Iterator,
     Mapping,
     Sequence,
 )
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
-from pydantic import ValidationError
-
-from nemo_gym.errors import ConfigError, NemoGymError
-from nemo_gym.lifecycle import close_all, is_interrupt
-from nemo_gym.metrics import Group, MetricsAccumulator, compute_metrics, row_group
-from nemo_gym.protocols import Environment, Harness, Model, Verifier, as_verifier
-from nemo_gym.records import SCHEMA_VERSION, Rewards, Rollout, RunMetrics, Sampling, Task
-from nemo_gym.registry import Spec, build
-from nemo_gym.runner import DEFAULT_CONCURRENCY, _failure, rollouts, run_spec
+from nemo_gym.aggregate import aggregate
+from nemo_gym.errors import ConfigError
+from nemo_gym.lifecycle import close_all
+from nemo_gym.metrics import Group, MetricsAccumulator, compute_metrics
+from nemo_gym.options import COLLECT_OPTIONS, CollectOptions, RunSettings
+from nemo_gym.protocols import Environment, Harness, Model
+from nemo_gym.records import Rollout, Sampling, Task
+from nemo_gym.reverify import reverify
+from nemo_gym.rundir.files import (
+    FAILURES,
+    KNOWN_SCHEMA_VERSIONS,
+    MANIFEST,
+    ROLLOUTS,
+    check_version,
+    iter_rows,
+    numbered_rows,
+    remove_stale_temp_files,
+    repair_tail,
+    write_atomic,
+    write_line,
+)
+from nemo_gym.rundir.manifest import (
+    check_resume,
+    manifest_parts,
+    new_manifest,
+    part_label,
+)
+from nemo_gym.rundir.rows import (
+    RunResult,
+    check_row_part,
+    failure_line,
+    read_rollouts,
+    rollout_json,
+    write_metrics,
+)
+from nemo_gym.runner import run_spec, run_stream
 
 __all__ = [
     "KNOWN_SCHEMA_VERSIONS",
@@ -61,287 +84,7 @@ __all__ = [
     "run_sync",
 ]
 
-ROLLOUTS = "rollouts.jsonl"
-FAILURES = "failures.jsonl"
-METRICS = "metrics.json"
-MANIFEST = "run.json"
-KNOWN_SCHEMA_VERSIONS = (1, SCHEMA_VERSION)
-"""Row versions this release reads (v1 rows store every request in full)."""
-
 T = TypeVar("T")
-
-
-class RunResult:
-    """What a run produced: its metrics, and its rollouts (in memory, or in `output`).
-
-    `rollouts` is the list of rollouts: those gathered in memory, or — for a run written
-    to `output` — every row of `output/rollouts.jsonl`, read when first asked for (use
-    `iter_rollouts()` to stream a large run instead). `new` counts the rollouts this call
-    ran (a resumed run skips the ones already written).
-    """
-
-    def __init__(
-        self,
-        metrics: RunMetrics,
-        output: Path | None = None,
-        rollouts: list[Rollout] | None = None,
-        new: int = 0,
-    ) -> None:
-        self.metrics = metrics
-        self.output = output
-        self.new = new
-        self._rollouts = rollouts
-
-    @property
-    def rollouts(self) -> list[Rollout]:
-        if self._rollouts is None:
-            self._rollouts = list(self.iter_rollouts())
-        return self._rollouts
-
-    def iter_rollouts(self) -> Iterator[Rollout]:
-        """The rollouts one at a time (read from `output` when the run was written there)."""
-        if self._rollouts is not None:
-            yield from self._rollouts
-        elif self.output is not None:
-            yield from read_rollouts(self.output)
-
-    def __repr__(self) -> str:
-        where = f", output={str(self.output)!r}" if self.output else ""
-        return f"RunResult(n_rollouts={self.metrics.n_rollouts}, new={self.new}{where})"
-
-
-# --------------------------------------------------------------------------- files
-
-
-def _lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) for each non-blank line of a file from byte `start` to `end`."""
-    with path.open("rb") as handle:
-        first = 1
-        if start:
-            handle.seek(start)
-            first += _count_lines(path, start)
-        position = start
-        for number, line in enumerate(handle, first):
-            position += len(line)
-            if end is not None and position > end:
-                return
-            if line.strip():
-                yield number, line
-
-
-_LAST_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:')
-
-
-def json_error(text: str, exc: json.JSONDecodeError) -> str:
-    """What is wrong with a line of JSON: the error, its column, and the last field
-    read before it (the field being written when the line broke)."""
-    keys = _LAST_KEY.findall(text[: exc.pos])
-    after = f", after field {keys[-1]!r}" if keys else ""
-    return f"{exc.msg} at column {exc.pos + 1}{after}"
-
-
-def _parse_row(path: Path, number: int, line: bytes) -> dict[str, Any]:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        text = line.decode("utf-8", "replace")
-        raise ConfigError(f"{path}:{number}: not valid JSON ({json_error(text, exc)})") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}:{number}: not valid JSON ({exc})") from exc
-    if not isinstance(row, dict):
-        raise ConfigError(f"{path}:{number}: expected a JSON object")
-    for name in ("task_id", "repeat", "status"):
-        if name not in row:
-            raise ConfigError(f"{path}:{number}: missing field {name!r}")
-    return row
-
-
-def numbered_rows(
-    path: Path, start: int = 0, *, end: int | None = None
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, row) for each row of a JSONL file from byte `start` (to byte `end`);
-    a bad line raises `ConfigError` naming file and line."""
-    for number, line in _lines(path, start, end):
-        yield number, _parse_row(path, number, line)
-
-
-def _count_lines(path: Path, end: int) -> int:
-    """Newlines in the first `end` bytes, read a block at a time (not all at once: a
-    resumed run's file can be larger than memory)."""
-    count = 0
-    with path.open("rb") as handle:
-        while end > 0:
-            block = handle.read(min(end, 1 << 20))
-            if not block:
-                break
-            count += block.count(b"\n")
-            end -= len(block)
-    return count
-
-
-def iter_rows(path: Path) -> Iterator[dict[str, Any]]:
-    """The rows of a JSONL file; a bad line raises `ConfigError` naming file and line."""
-    for _, row in numbered_rows(path):
-        yield row
-
-
-def _check_version(path: Path, number: int, row: dict[str, Any]) -> None:
-    version = row.get("schema_version")
-    if version not in KNOWN_SCHEMA_VERSIONS:
-        raise ConfigError(
-            f"{path}:{number}: field 'schema_version' is {version!r}; this nemo_gym reads "
-            f"{', '.join(map(str, KNOWN_SCHEMA_VERSIONS))}"
-        )
-
-
-def read_rollouts(run_dir: str | os.PathLike[str]) -> Iterator[Rollout]:
-    """The rollouts stored in a run directory (or a `rollouts.jsonl` path), validated.
-
-    Rows of every known schema version are read (v1 rows included); an unknown version
-    or a row that is not a `Rollout` raises `ConfigError` naming file, line and field.
-    """
-    for _, rollout in _numbered_rollouts(run_dir):
-        yield rollout
-
-
-def _numbered_rollouts(run_dir: str | os.PathLike[str]) -> Iterator[tuple[str, Rollout]]:
-    """(`file:line`, rollout) for each stored rollout, validated."""
-    path = Path(run_dir)
-    if path.is_dir():
-        path = path / ROLLOUTS
-    for number, row in numbered_rows(path):
-        _check_version(path, number, row)
-        try:
-            yield f"{path}:{number}", Rollout.model_validate(row)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            field = ".".join(str(part) for part in error["loc"])
-            raise ConfigError(
-                f"{path}:{number}: field {field!r}: {error['msg']} (not a Rollout)"
-            ) from exc
-        except NemoGymError as exc:
-            raise ConfigError(f"{path}:{number}: {exc}") from exc
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` so a crash leaves the old file or the new one, never half.
-
-    A temporary file in the same directory is written and fsynced, renamed over `path`,
-    and the directory fsynced so the rename itself survives a power loss.
-    """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes the file private (0600); a run's files get the mode any file
-        # written by this process gets, as rollouts.jsonl does.
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def remove_stale_temp_files(directory: Path) -> list[Path]:
-    """Delete the temporary files a crash in the middle of `write_atomic` left behind.
-
-    They are named `.NAME.XXXXXXXX.tmp` after the file being replaced; nothing reads
-    them, and without this every crash at that moment would leave one more.
-    """
-    removed = []
-    for name in (MANIFEST, METRICS, FAILURES):
-        for stale in directory.glob(f".{name}.*.tmp"):
-            stale.unlink(missing_ok=True)
-            removed.append(stale)
-    return removed
-
-
-@functools.cache
-def _umask() -> int:
-    """The process's umask, read without changing it (Linux reports it in /proc)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except OSError:
-        pass
-    return 0o022
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _repair_tail(path: Path) -> None:
-    """Drop a torn last line left by a crash mid-write, so resume appends cleanly."""
-    if not path.exists():
-        return
-    complete = _complete_size(path)
-    if complete != path.stat().st_size:
-        with path.open("rb+") as handle:
-            handle.truncate(complete)
-
-
-def _read_manifest(path: Path) -> dict[str, Any] | None:
-    """A run's `run.json`, or None when there is none; bad JSON names the file."""
-    if not path.exists():
-        return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(manifest, dict):
-        raise ConfigError(f"{path}: expected a JSON object")
-    return manifest
-
-
-def _sanitize(value: Any) -> Any:
-    """Values JSON cannot carry as they are: bytes keep their bytes as surrogate escapes."""
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", "surrogateescape")
-    if isinstance(value, dict):
-        return {str(k): _sanitize(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_sanitize(v) for v in value]
-    return value
-
-
-def rollout_json(rollout: Rollout) -> str:
-    """One JSONL line for a rollout.
-
-    Values JSON cannot hold are written as their repr. Text that cannot be encoded as
-    UTF-8 (lone surrogates in a prompt or a reply, non-UTF-8 bytes in metadata) is
-    written with JSON escapes, so the line stays valid JSON and reads back as it was.
-    """
-    try:
-        return rollout.model_dump_json(fallback=repr)
-    except Exception:
-        data = _sanitize(rollout.model_dump(mode="python", fallback=repr))
-        return json.dumps(data, default=repr, separators=(",", ":"))
-
-
-def _failure_line(row_or_rollout: Rollout | dict[str, Any]) -> str:
-    if isinstance(row_or_rollout, Rollout):
-        failure = row_or_rollout.failure.model_dump(mode="json") if row_or_rollout.failure else None
-        ids = (row_or_rollout.run_id, row_or_rollout.task_id, row_or_rollout.repeat)
-    else:
-        failure = row_or_rollout.get("failure")
-        ids = (row_or_rollout.get("run_id"), row_or_rollout["task_id"], row_or_rollout["repeat"])
-    run_id, task_id, repeat = ids
-    return json.dumps({"run_id": run_id, "task_id": task_id, "repeat": repeat, "failure": failure})
-
-
-def _write_line(handle: IO[str], text: str) -> None:
-    handle.write(text)
-    handle.write("\n")
-    handle.flush()
 
 
 # --------------------------------------------------------------------------- parts
@@ -370,11 +113,6 @@ class Part:
     @property
     def key(self) -> Group:
         return (self.env.name, self.variant)
-
-
-def part_label(env: str | None, variant: str | None) -> str:
-    """How a part is named in messages: `env` or `env[variant]`."""
-    return f"{env}" if variant is None else f"{env}[{variant}]"
 
 
 def as_parts(
@@ -444,44 +182,36 @@ def _part_tasks(
 async def _local_stream(
     parts: Sequence[Part],
     model: Model,
+    run: RunSettings,
     *,
-    run_id: str | None,
+    run_id: str,
     skip: Mapping[Group, set[tuple[str, int]]],
-    split: str,
-    repeats: int,
-    concurrency: int,
-    seed: int | None,
-    timeout: float | None,
-    keep_open: bool,
-    shard: tuple[int, int] | None,
-    workers: int | None = None,
-) -> AsyncIterator[Rollout]:
+) -> AsyncGenerator[Rollout, None]:
     """The rollouts of every part, one part after the other, each with the runner at
     full `concurrency`; each rollout tagged with its part's variant. Parts never started
-    (the stream closed early) are closed here unless `keep_open`. With `workers`, each
-    part's rollouts are computed on that many Ray actors (the same stream)."""
-    run = rollouts if workers is None else _ray_rollouts(workers)
+    (the stream closed early) are closed here unless `keep_open`. With
+    `backend="ray"`, each part's rollouts are computed on `workers` Ray actors (the
+    same stream)."""
+    keep_open = run.keep_open
     pending = list(parts)
     try:
         while pending:
             part = pending.pop(0)
-            tasks, limit = _part_tasks(part, split, shard)
-            stream = run(
-                part.env,
-                model,
+            tasks, limit = _part_tasks(part, run.split, run.shard)
+            settings = run.replace(
                 harness=part.harness,
                 tasks=tasks,
-                split=split,
                 limit=limit,
-                repeats=repeats,
-                concurrency=concurrency,
-                seed=seed,
                 sampling=part.sampling,
-                timeout=timeout,
                 run_id=run_id,
                 skip=skip.get(part.key),
-                keep_open=keep_open,
             )
+            if run.backend == "ray":
+                from nemo_gym.integrations import ray
+
+                stream = ray.run_stream(part.env, model, settings, workers=run.workers or 2)
+            else:
+                stream = run_stream(part.env, model, settings)
             async with aclosing(stream):
                 async for item in stream:
                     if part.variant is not None:
@@ -490,13 +220,6 @@ async def _local_stream(
     finally:
         if not keep_open and pending:
             await close_all(*(obj for p in pending for obj in (p.env, p.env.verifier, p.harness)))
-
-
-def _ray_rollouts(workers: int) -> Callable[..., AsyncIterator[Rollout]]:
-    """`rollouts`, computed on `workers` Ray actors (`nemo_gym.integrations.ray`)."""
-    from nemo_gym.integrations import ray
-
-    return functools.partial(ray.rollouts, workers=workers)
 
 
 # --------------------------------------------------------------------------- resume
@@ -523,141 +246,6 @@ def _part_record(
     }
 
 
-def _manifest(
-    parts: list[dict[str, Any]], run_id: str, shard: tuple[int, int] | None
-) -> dict[str, Any]:
-    manifest: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_id,
-        "created_at": time.time(),
-    }
-    if len(parts) == 1:  # what a run of one environment has always said
-        manifest["spec"] = parts[0]["spec"]
-        manifest["limit"] = parts[0]["limit"]
-    manifest["parts"] = parts
-    manifest["shard"] = None if shard is None else {"index": shard[0], "count": shard[1]}
-    return manifest
-
-
-def manifest_parts(
-    manifest: Mapping[str, Any], path: Path | str = MANIFEST
-) -> list[dict[str, Any]]:
-    """The parts a `run.json` lists (one, from its `spec`, for a run written before
-    mixed runs existed); `ConfigError` naming the file when it has neither."""
-    parts = manifest.get("parts")
-    if parts is None:
-        spec = manifest.get("spec")
-        if not isinstance(spec, dict):
-            raise ConfigError(f"{path}: no field 'parts' or 'spec': not a run of this nemo_gym")
-        return [{"env": None, "variant": None, "spec": spec, "limit": manifest.get("limit")}]
-    if not isinstance(parts, list) or not all(
-        isinstance(p, dict) and isinstance(p.get("spec"), dict) for p in parts
-    ):
-        raise ConfigError(f"{path}: field 'parts' must be a list of objects with a 'spec'")
-    return parts
-
-
-def _identity(spec: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a run spec a resumed run must agree on."""
-    out: dict[str, Any] = {}
-    for part in ("env", "model", "harness"):
-        value = spec.get(part) or {}
-        out[part] = Spec.model_validate(value).identity() if value else None
-    for name in ("sampling", "seed", "repeats", "split"):
-        out[name] = spec.get(name)
-    return out
-
-
-def _run_identity(manifest: Mapping[str, Any], path: Path, *, shard: bool) -> dict[str, Any]:
-    """What two runs must share to be one run: each part's spec identity (and task
-    source), and — to resume, not to aggregate — the shard."""
-    parts = manifest_parts(manifest, path)
-    try:
-        if len(parts) == 1:
-            identity = _identity(parts[0]["spec"])
-            for name in ("variant", "source"):
-                if parts[0].get(name) is not None:
-                    identity[name] = parts[0][name]
-        else:
-            identity = {
-                "parts": {
-                    part_label(p.get("env"), p.get("variant")): {
-                        **_identity(p["spec"]),
-                        "source": p.get("source"),
-                    }
-                    for p in parts
-                }
-            }
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: field 'spec' is not a run spec: {exc}") from exc
-    if shard:
-        identity["shard"] = manifest.get("shard")
-    return identity
-
-
-def _differences(stored: Any, current: Any, prefix: str) -> Iterator[tuple[str, Any, Any]]:
-    if isinstance(stored, dict) and isinstance(current, dict):
-        for key in sorted(set(stored) | set(current)):
-            name = f"{prefix}.{key}" if prefix else str(key)
-            yield from _differences(stored.get(key), current.get(key), name)
-    elif stored != current:
-        yield prefix, stored, current
-
-
-def _first_difference(before: dict[str, Any], now: dict[str, Any]) -> tuple[str, Any, Any] | None:
-    """The first field two run identities differ in; a different set of parts is named
-    as such, not as a dump of both."""
-    if set(before.get("parts", {})) != set(now.get("parts", {})) and (
-        "parts" in before or "parts" in now
-    ):
-        have = ", ".join(before.get("parts", {})) or "one environment"
-        want = ", ".join(now.get("parts", {})) or "one environment"
-        return "parts", have, want
-    return next(_differences(before, now, ""), None)
-
-
-def _check_resume(path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Reuse the stored run id; refuse to resume a different run, naming the field."""
-    stored = _read_manifest(path)
-    if stored is None:
-        return manifest
-    version = stored.get("schema_version", 1)
-    if version != SCHEMA_VERSION or ("spec" not in stored and "parts" not in stored):
-        raise ConfigError(
-            f"{path}: field 'schema_version' is {version!r} but this nemo_gym writes "
-            f"{SCHEMA_VERSION}; the run can be read (gym eval reverify, read_rollouts) "
-            "but not resumed: use another output directory"
-        )
-    before = _run_identity(stored, path, shard=True)
-    now = _run_identity(manifest, path, shard=True)
-    difference = _first_difference(before, now)
-    if difference is not None:
-        field, old, new = difference
-        raise ConfigError(
-            f"{path}: field {field!r} is {old!r} in run.json but {new!r} in this run; "
-            "use another output directory to start a new run"
-        )
-    return {**manifest, "run_id": stored["run_id"], "created_at": stored["created_at"]}
-
-
-def _check_row_part(where: str, row: Mapping[str, Any], keys: set[Group]) -> Group:
-    """The part a stored row belongs to; a row of no part of this run is an error."""
-    env, variant = row_group(row, where)
-    if (env, variant) in keys:
-        return env, variant
-    envs = {e for e, _ in keys}
-    if env not in envs:
-        raise ConfigError(
-            f"{where}: field 'env' is {env!r} but this run is of "
-            f"{', '.join(sorted(str(e) for e in envs))}; a run directory holds one run"
-        )
-    variants = sorted(str(v) for e, v in keys if e == env)
-    raise ConfigError(
-        f"{where}: field 'metadata.variant' is {variant!r} but this run's variants of "
-        f"{env!r} are {', '.join(variants)}; a run directory holds one run"
-    )
-
-
 def _scan(
     run_dir: Path, keys: set[Group], retry_failed: bool, metrics: MetricsAccumulator
 ) -> dict[Group, set[tuple[str, int]]]:
@@ -669,27 +257,16 @@ def _scan(
     if rollouts_path.exists():
         for number, row in numbered_rows(rollouts_path):
             where = f"{rollouts_path}:{number}"
-            _check_version(rollouts_path, number, row)
-            key = _check_row_part(where, row, keys)
+            check_version(rollouts_path, number, row)
+            key = check_row_part(where, row, keys)
             metrics.add(row, where)
             ok = row["status"] == "ok"
             if not ok:
-                failure_lines.append(_failure_line(row))
+                failure_lines.append(failure_line(row))
             if ok or not retry_failed:
                 done[key].add((row["task_id"], row["repeat"]))
     write_atomic(run_dir / FAILURES, "".join(line + "\n" for line in failure_lines))
     return done
-
-
-def _finish(run_dir: Path, metrics: MetricsAccumulator, start: int = 0) -> RunMetrics:
-    """Fold the rows from byte `start` on into `metrics` and write `metrics.json`."""
-    path = run_dir / ROLLOUTS
-    if path.exists():
-        for number, row in numbered_rows(path, start):
-            metrics.add(row, f"{path}:{number}")
-    result = metrics.result()
-    write_atomic(run_dir / METRICS, result.model_dump_json(indent=2))
-    return result
 
 
 # --------------------------------------------------------------------------- runs
@@ -700,30 +277,17 @@ async def collect(
     model: Model,
     *,
     output: str | os.PathLike[str],
-    harness: Harness | None = None,
-    tasks: Iterable[Task] | None = None,
-    split: str = "test",
-    limit: int | None = None,
-    repeats: int = 1,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    seed: int | None = 0,
-    sampling: Sampling | None = None,
-    timeout: float | None = None,
-    retry_failed: bool = False,
-    success_threshold: float = 1.0,
-    on_rollout: Callable[[Rollout], None] | None = None,
-    keep_open: bool = False,
-    shard: tuple[int, int] | None = None,
-    backend: str = "local",
-    workers: int | None = None,
+    **options: Unpack[CollectOptions],
 ) -> RunResult:
     """Run and stream every rollout to `output/rollouts.jsonl`, then compute metrics.
 
     `env` is an environment, or a list of `Part`s (a mixed run: several environments,
     or the same tasks under named variants), run one after the other into one run
     directory; `harness`, `limit` and `sampling` are the defaults of parts that set
-    none. `shard=(index, count)` runs every `count`-th task of each part (from `index`),
-    for runs split across machines and merged with `aggregate`.
+    none. The options are `rollouts`' plus those of a run directory
+    (`nemo_gym.options.RunSettings` says each one's meaning and default):
+    `shard=(index, count)` runs every `count`-th task of each part (from `index`), for
+    runs split across machines and merged with `aggregate`.
 
     Resumes a partial run in the same directory: each (task, repeat) already written is
     skipped (also failed ones, unless `retry_failed`), so no duplicate is written; the
@@ -737,92 +301,77 @@ async def collect(
     `backend="ray"` runs the rollouts on `workers` Ray actors (default 2) instead of
     this process, and writes them here the same way (`nemo_gym.integrations.ray`).
     """
-    if backend not in ("local", "ray"):
-        raise ConfigError(f"backend must be 'local' or 'ray', got {backend!r}")
-    if workers is not None and backend != "ray":
+    run = _checked(RunSettings.of(options, COLLECT_OPTIONS, "collect"))
+    return await _collect(env, model, Path(output), run)
+
+
+def _checked(run: RunSettings) -> RunSettings:
+    if run.backend not in ("local", "ray"):
+        raise ConfigError(f"backend must be 'local' or 'ray', got {run.backend!r}")
+    if run.workers is not None and run.backend != "ray":
         raise ConfigError("workers= needs backend='ray'")
-    out = Path(output)
+    return run.replace(shard=_check_shard(run.shard))
+
+
+async def _collect(
+    env: Environment | Sequence[Part | Environment], model: Model, out: Path, run: RunSettings
+) -> RunResult:
     out.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(out)
-    parts = as_parts(env, harness=harness, tasks=tasks, limit=limit, sampling=sampling)
-    shard = _check_shard(shard)
-    records = [_part_record(part, model, seed=seed, repeats=repeats, split=split) for part in parts]
-    manifest = _check_resume(out / MANIFEST, _manifest(records, uuid.uuid4().hex[:12], shard))
+    parts = as_parts(
+        env, harness=run.harness, tasks=run.tasks, limit=run.limit, sampling=run.sampling
+    )
+    records = [
+        _part_record(part, model, seed=run.seed, repeats=run.repeats, split=run.split)
+        for part in parts
+    ]
+    manifest = check_resume(out / MANIFEST, new_manifest(records, uuid.uuid4().hex[:12], run.shard))
     write_atomic(out / MANIFEST, json.dumps(manifest, indent=2))
     rollouts_path = out / ROLLOUTS
-    _repair_tail(rollouts_path)
-    metrics = MetricsAccumulator(success_threshold=success_threshold)
-    done = _scan(out, {part.key for part in parts}, retry_failed, metrics)
+    repair_tail(rollouts_path)
+    metrics = MetricsAccumulator(success_threshold=run.success_threshold)
+    done = _scan(out, {part.key for part in parts}, run.retry_failed, metrics)
     start = rollouts_path.stat().st_size if rollouts_path.exists() else 0
     new = 0
+    on_rollout = run.on_rollout
     with (
         rollouts_path.open("a", encoding="utf-8") as rollouts_file,
         (out / FAILURES).open("a", encoding="utf-8") as failures_file,
     ):
-        stream = _local_stream(
-            parts,
-            model,
-            run_id=manifest["run_id"],
-            skip=done,
-            split=split,
-            repeats=repeats,
-            concurrency=concurrency,
-            seed=seed,
-            timeout=timeout,
-            keep_open=keep_open,
-            shard=shard,
-            workers=(workers or 2) if backend == "ray" else None,
-        )
+        stream = _local_stream(parts, model, run, run_id=manifest["run_id"], skip=done)
         async with aclosing(stream):
             async for item in stream:
-                _write_line(rollouts_file, rollout_json(item))
+                write_line(rollouts_file, rollout_json(item))
                 if not item.ok:
-                    _write_line(failures_file, _failure_line(item))
+                    write_line(failures_file, failure_line(item))
                 new += 1
                 if on_rollout is not None:
                     on_rollout(item)
-    return RunResult(metrics=_finish(out, metrics, start), output=out, new=new)
+    return RunResult(metrics=write_metrics(out, metrics, start), output=out, new=new)
 
 
 async def _gather(
-    env: Environment | Sequence[Part | Environment],
-    model: Model,
-    success_threshold: float,
-    *,
-    harness: Harness | None = None,
-    tasks: Iterable[Task] | None = None,
-    limit: int | None = None,
-    sampling: Sampling | None = None,
-    split: str = "test",
-    repeats: int = 1,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    seed: int | None = 0,
-    timeout: float | None = None,
-    run_id: str | None = None,
-    keep_open: bool = False,
-    shard: tuple[int, int] | None = None,
+    env: Environment | Sequence[Part | Environment], model: Model, run: RunSettings
 ) -> RunResult:
-    parts = as_parts(env, harness=harness, tasks=tasks, limit=limit, sampling=sampling)
-    items: list[Rollout] = []
-    stream = _local_stream(
-        parts,
-        model,
-        run_id=run_id or uuid.uuid4().hex[:12],
-        skip={},
-        split=split,
-        repeats=repeats,
-        concurrency=concurrency,
-        seed=seed,
-        timeout=timeout,
-        keep_open=keep_open,
-        shard=_check_shard(shard),
+    """What `collect` does, in memory: the same stream, metrics from the same rows."""
+    if run.retry_failed:
+        raise ConfigError("retry_failed= resumes a run directory; pass output= too")
+    parts = as_parts(
+        env, harness=run.harness, tasks=run.tasks, limit=run.limit, sampling=run.sampling
     )
+    items: list[Rollout] = []
+    on_rollout = run.on_rollout
+    stream = _local_stream(parts, model, run, run_id=uuid.uuid4().hex[:12], skip={})
     async with aclosing(stream):
         async for item in stream:
             items.append(item)
+            if on_rollout is not None:
+                on_rollout(item)
     rows = (json.loads(rollout_json(item)) for item in items)
     return RunResult(
-        metrics=compute_metrics(rows, success_threshold=success_threshold), rollouts=items
+        metrics=compute_metrics(rows, success_threshold=run.success_threshold),
+        rollouts=items,
+        new=len(items),
     )
 
 
@@ -846,286 +395,11 @@ def evaluate(
     model: Model,
     *,
     output: str | os.PathLike[str] | None = None,
-    success_threshold: float = 1.0,
-    **options: Any,
+    **options: Unpack[CollectOptions],
 ) -> RunResult:
     """Synchronous evaluation for scripts and notebooks: `collect` to `output` when
-    given, else the rollouts in memory. Options are those of `collect`."""
+    given, else the same run in memory (`RunResult.rollouts`). Options are `collect`'s."""
+    run = _checked(RunSettings.of(options, COLLECT_OPTIONS, "evaluate"))
     if output is not None:
-        return run_sync(
-            collect(env, model, output=output, success_threshold=success_threshold, **options)
-        )
-    return run_sync(_gather(env, model, success_threshold, **options))
-
-
-async def reverify(
-    run_dir: str | os.PathLike[str],
-    verifier: Verifier | Callable[..., Awaitable[Any]] | None = None,
-    *,
-    env: Environment | None = None,
-    output: str | os.PathLike[str] | None = None,
-    judge_failed_only: bool = False,
-    success_threshold: float = 1.0,
-    concurrency: int = DEFAULT_CONCURRENCY,
-) -> RunResult:
-    """Recompute rewards of a stored run without inference; the originals stay as they are.
-
-    The verifier is `verifier`, else `env.verifier`, else that of the environment the
-    run's spec names, rebuilt with its options (`run.json`; in a mixed run, each row's
-    part's). Rollouts whose harness finished (status ok, or a verifier failure) are
-    verified again; the rest are copied unchanged, since they need inference. With
-    `judge_failed_only`, only rows that failed with code `judge_failed` are verified
-    again. New rows go to `output` (default `RUN_DIR/reverified`). Environments rebuilt
-    here are closed at the end.
-    """
-    source = Path(run_dir)
-    if not (source / ROLLOUTS).exists():
-        raise ConfigError(f"{source}: no {ROLLOUTS} here")
-    manifest = _read_manifest(source / MANIFEST)
-    built: dict[Group, Environment] = {}
-    checks: dict[Group | None, Verifier] = {}
-    if verifier is not None:
-        checks[None] = as_verifier(verifier)
-    elif env is not None:
-        checks[None] = as_verifier(env.verifier)
-    else:
-        built = _rebuild_envs(source / MANIFEST, manifest)
-        checks = {key: as_verifier(e.verifier) for key, e in built.items()}
-        if len(checks) == 1:
-            checks = {None: next(iter(checks.values()))}
-    out = Path(output) if output is not None else source / "reverified"
-    out.mkdir(parents=True, exist_ok=True)
-    remove_stale_temp_files(out)
-    for name in (ROLLOUTS, FAILURES):
-        (out / name).write_text("")
-    if manifest is not None:
-        manifest["reverified_from"] = str(source)
-        manifest["reverified_at"] = time.time()
-        write_atomic(out / MANIFEST, json.dumps(manifest, indent=2))
-
-    def check_of(where: str, item: Rollout) -> Verifier:
-        single = checks.get(None)
-        if single is not None:
-            return single
-        row = {"env": item.env, "metadata": item.metadata}
-        return checks[_check_row_part(where, row, {k for k in checks if k is not None})]
-
-    def wanted(item: Rollout) -> bool:
-        failure = item.failure
-        if judge_failed_only:
-            return failure is not None and failure.code == "judge_failed"
-        return item.ok or (failure is not None and failure.where == "verify")
-
-    semaphore = asyncio.Semaphore(concurrency)
-
-    async def again(where: str, item: Rollout) -> Rollout:
-        if not wanted(item):
-            return item
-        check = check_of(where, item)
-        async with semaphore:
-            started = time.perf_counter()
-            try:
-                rewards = Rewards.of(await check.verify(item.task, item.trajectory))
-                failure = None
-            except BaseException as exc:
-                if is_interrupt(exc):
-                    raise
-                rewards, failure = None, _failure(exc, "verify")
-            timings = item.timings.model_copy(update={"verify_s": time.perf_counter() - started})
-        return item.model_copy(
-            update={
-                "rewards": rewards,
-                "failure": failure,
-                "status": "ok" if failure is None else "failed",
-                "timings": timings,
-                "metadata": {**item.metadata, "reverified": True},
-            }
-        )
-
-    new = 0
-    try:
-        with (
-            (out / ROLLOUTS).open("a", encoding="utf-8") as rollouts_file,
-            (out / FAILURES).open("a", encoding="utf-8") as failures_file,
-        ):
-            batch: list[tuple[str, Rollout]] = []
-
-            async def flush() -> None:
-                nonlocal new
-                for item in await asyncio.gather(*(again(w, r) for w, r in batch)):
-                    _write_line(rollouts_file, rollout_json(item))
-                    if not item.ok:
-                        _write_line(failures_file, _failure_line(item))
-                    new += 1
-                batch.clear()
-
-            for where, item in _numbered_rollouts(source):
-                batch.append((where, item))
-                if len(batch) >= concurrency * 4:
-                    await flush()
-            await flush()
-    finally:
-        await close_all(*built.values(), *(checks.values() if built else ()))
-    metrics = MetricsAccumulator(success_threshold=success_threshold)
-    return RunResult(metrics=_finish(out, metrics), output=out, new=new)
-
-
-def _rebuild_envs(path: Path, manifest: dict[str, Any] | None) -> dict[Group, Environment]:
-    """The environments a run's `run.json` names (one per part), rebuilt with their
-    options, by the (env name, variant) of the rows they verify."""
-    if manifest is None:
-        raise ConfigError(f"{path}: missing, so the environment is unknown; pass verifier= or env=")
-    if "parts" not in manifest and not isinstance(manifest.get("spec"), dict):
-        name = manifest.get("env")  # a schema-1 run.json named the environment only
-        if not isinstance(name, str):
-            raise ConfigError(f"{path}: no field 'spec.env' (or 'env'); pass verifier= or env=")
-        return {(name, None): build("env", name)}
-    envs: dict[Group, Environment] = {}
-    for index, part in enumerate(manifest_parts(manifest, path)):
-        value = part["spec"].get("env")
-        field = "spec.env" if "parts" not in manifest else f"parts[{index}].spec.env"
-        try:
-            env_spec = Spec.model_validate(value)
-        except ValidationError as exc:
-            raise ConfigError(f"{path}: field {field!r} is not a spec: {exc}") from exc
-        env = build(env_spec)
-        envs[(part.get("env") or env.name, part.get("variant"))] = env
-    return envs
-
-
-# --------------------------------------------------------------------------- aggregate
-
-
-def aggregate(
-    shards: Sequence[str | os.PathLike[str]],
-    *,
-    output: str | os.PathLike[str],
-    success_threshold: float = 1.0,
-) -> RunResult:
-    """Merge run directories of one run collected separately (shards, or overlapping
-    runs) into a new run directory at `output`, and compute its metrics from the merged
-    rows.
-
-    Every shard must be the same run (`run.json`: each part's specs, task source and
-    the schema version; the shard itself may differ), else `ConfigError` names the
-    shard, the field and both values. Each (environment, variant, task, repeat) is
-    written once: an ok row wins over a failed one, otherwise the later (shard order,
-    then line order) wins — as in metrics, the last row wins. Rows are copied byte for
-    byte; a torn last line (a shard that crashed mid-write) is left out. `run.json`
-    lists the shards merged (`aggregated_from`).
-    """
-    paths = [Path(s) for s in shards]
-    if not paths:
-        raise ConfigError("aggregate needs at least one run directory")
-    out = Path(output)
-    for path in paths:
-        if not (path / ROLLOUTS).exists():
-            raise ConfigError(f"{path}: no {ROLLOUTS} here (not a run directory)")
-        if out.exists() and path.resolve() == out.resolve():
-            raise ConfigError(f"--output {out} is one of the shards; write the merge elsewhere")
-    if (out / ROLLOUTS).exists() and (out / ROLLOUTS).stat().st_size:
-        raise ConfigError(f"{out / ROLLOUTS} exists; aggregate writes a new run directory")
-    manifests = []
-    for path in paths:
-        manifest = _read_manifest(path / MANIFEST)
-        if manifest is None:
-            raise ConfigError(f"{path / MANIFEST}: missing, so the run is unknown")
-        manifests.append(manifest)
-    first = _run_identity(manifests[0], paths[0] / MANIFEST, shard=False)
-    keys = {(p.get("env"), p.get("variant")) for p in manifest_parts(manifests[0], paths[0])}
-    for path, manifest in zip(paths[1:], manifests[1:], strict=True):
-        difference = _first_difference(first, _run_identity(manifest, path / MANIFEST, shard=False))
-        if difference is not None:
-            field, old, new = difference
-            raise ConfigError(
-                f"{path / MANIFEST}: field {field!r} is {new!r} but {old!r} in "
-                f"{paths[0] / MANIFEST}; only shards of one run can be aggregated"
-            )
-    # Pass 1: which line of which shard holds each key's row.
-    chosen: dict[tuple[Group, str, int], tuple[int, int, bool]] = {}
-    ends: list[int] = []
-    for index, path in enumerate(paths):
-        rollouts_path = path / ROLLOUTS
-        end = _complete_size(rollouts_path)
-        ends.append(end)
-        for number, row in numbered_rows(rollouts_path, end=end):
-            where = f"{rollouts_path}:{number}"
-            _check_version(rollouts_path, number, row)
-            group = row_group(row, where)
-            if None not in {e for e, _ in keys}:
-                group = _check_row_part(where, row, keys)
-            key = (group, row["task_id"], row["repeat"])
-            ok = row["status"] == "ok"
-            held = chosen.get(key)
-            if held is None or ok or not held[2]:
-                chosen[key] = (index, number, ok)
-    # Pass 2: copy the chosen lines, in shard order.
-    lines: dict[int, dict[int, bool]] = {}
-    for index, number, ok in chosen.values():
-        lines.setdefault(index, {})[number] = ok
-    out.mkdir(parents=True, exist_ok=True)
-    merged = _merged_manifest(paths, manifests)
-    write_atomic(out / MANIFEST, json.dumps(merged, indent=2))
-    # Written beside, then renamed: an interrupted merge leaves no half run behind.
-    rollouts_tmp, failures_tmp = out / f".{ROLLOUTS}.tmp", out / f".{FAILURES}.tmp"
-    with (
-        rollouts_tmp.open("wb") as rollouts_file,
-        failures_tmp.open("w", encoding="utf-8") as failures_file,
-    ):
-        for index, path in enumerate(paths):
-            wanted = lines.get(index, {})
-            for number, line in _lines(path / ROLLOUTS, end=ends[index]):
-                ok = wanted.get(number)
-                if ok is None:
-                    continue
-                rollouts_file.write(line if line.endswith(b"\n") else line + b"\n")
-                if not ok:
-                    row = _parse_row(path / ROLLOUTS, number, line)
-                    failures_file.write(_failure_line(row) + "\n")
-        rollouts_file.flush()
-        os.fsync(rollouts_file.fileno())
-    os.replace(failures_tmp, out / FAILURES)
-    os.replace(rollouts_tmp, out / ROLLOUTS)
-    _fsync_dir(out)
-    metrics = MetricsAccumulator(success_threshold=success_threshold)
-    return RunResult(metrics=_finish(out, metrics), output=out, new=len(chosen))
-
-
-def _complete_size(path: Path) -> int:
-    """The size of a file up to its last newline (a torn last line left out)."""
-    size = path.stat().st_size
-    if size == 0:
-        return 0
-    with path.open("rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        if handle.read(1) == b"\n":
-            return size
-        position = size
-        while position > 0:
-            step = min(1 << 16, position)
-            position -= step
-            handle.seek(position)
-            cut = handle.read(step).rfind(b"\n")
-            if cut >= 0:
-                return position + cut + 1
-    return 0
-
-
-def _merged_manifest(paths: list[Path], manifests: list[dict[str, Any]]) -> dict[str, Any]:
-    merged = dict(manifests[0])
-    merged["run_id"] = uuid.uuid4().hex[:12]
-    merged["created_at"] = time.time()
-    merged["shard"] = None
-    if "parts" in merged:
-        parts = []
-        for index, part in enumerate(manifest_parts(merged)):
-            limits = [manifest_parts(m)[index].get("limit") for m in manifests]
-            parts.append({**part, "limit": None if None in limits else max(limits)})
-        merged["parts"] = parts
-        if len(parts) == 1:
-            merged["limit"] = parts[0]["limit"]
-    merged["aggregated_from"] = [
-        {"path": str(path), "run_id": m.get("run_id"), "shard": m.get("shard")}
-        for path, m in zip(paths, manifests, strict=True)
-    ]
-    return merged
+        return run_sync(_collect(env, model, Path(output), run))
+    return run_sync(_gather(env, model, run))

@@ -389,7 +389,7 @@ def _convert(
     elif chosen["messages"] is not None:
         data["messages"] = _get(where, row, chosen["messages"])
     else:
-        data["prompt"] = _text(where, chosen["prompt"], _get(where, row, chosen["prompt"]))  # type: ignore[arg-type]
+        data["prompt"] = _text(where, chosen["prompt"], _get(where, row, chosen["prompt"]))
     if system is not None:
         opening = data.pop("messages", None) or [{"role": "user", "content": data.pop("prompt")}]
         data["messages"] = [{"role": "system", "content": system}, *opening]

@@ -7,7 +7,7 @@ so on. Exceptions that are not `NemoGymError` are classified by where they happe
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 FailureKind = Literal[
     "model",
@@ -123,7 +123,7 @@ class MissingDependency(NemoGymError, ImportError):
         self.extra = extra
 
 
-def require(module: str, extra: str):  # type: ignore[no-untyped-def]
+def require(module: str, extra: str) -> Any:
     """Import an optional dependency or raise `MissingDependency` naming its extra."""
     import importlib
 

@@ -8,7 +8,14 @@ too (see `as_verifier`).
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -51,7 +58,8 @@ class Sandbox(Protocol):
 
     `exec` never raises for what the command did (non-zero exit, timeout, too much
     output are in the `ExecResult`); it raises `SandboxError` when the sandbox itself
-    is unusable. `close` is idempotent.
+    is unusable. `aclose` is idempotent (the one name every resource closes by, so
+    `close_all(sandbox)` releases it).
     """
 
     async def exec(
@@ -68,7 +76,7 @@ class Sandbox(Protocol):
 
     async def read_file(self, path: str) -> bytes: ...
 
-    async def close(self) -> None: ...
+    async def aclose(self) -> None: ...
 
 
 @runtime_checkable
@@ -111,7 +119,7 @@ class MultiStepEpisode(Episode, Protocol):
 class Harness(Protocol):
     """The agent loop: yields the messages, tool results and observations it produces."""
 
-    def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]: ...
+    def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]: ...
 
 
 @runtime_checkable
@@ -142,10 +150,15 @@ class _FunctionVerifier:
         return f"Verifier({self.__name__})"
 
 
+def function_of(verifier: Any) -> VerifyFunction | None:
+    """The plain function a verifier made by `as_verifier` wraps (None for any other)."""
+    return verifier.fn if isinstance(verifier, _FunctionVerifier) else None
+
+
 def as_verifier(obj: Verifier | VerifyFunction) -> Verifier:
     """Accept a `Verifier` or a plain async function `(task, trajectory) -> float | Rewards`."""
     if hasattr(obj, "verify"):
-        return obj  # type: ignore[return-value]
+        return obj
     call = type(obj).__call__ if callable(obj) else None
     if inspect.iscoroutinefunction(obj) or inspect.iscoroutinefunction(call):
         return _FunctionVerifier(obj)

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from nemo_gym.errors import FailureKind, HarnessError, VerifierError
-from nemo_gym.registry import Spec
+from nemo_gym.spec import Spec
 
 SCHEMA_VERSION = 2
 
@@ -67,7 +67,12 @@ class ToolCall(_Value):
 
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as a dict; raises `ValueError` when they are not a JSON object."""
-        value = json.loads(self.arguments or "{}")
+        try:
+            value = json.loads(self.arguments or "{}")
+        except RecursionError:
+            # A reply nested deeper than the parser's stack is malformed arguments like
+            # any other, not a crash of the loop that reads it.
+            raise ValueError("tool arguments are nested too deeply to parse") from None
         if not isinstance(value, dict):
             raise ValueError(f"tool arguments must be a JSON object, got {type(value).__name__}")
         return value

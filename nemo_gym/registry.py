@@ -18,7 +18,9 @@ version registered under it.
 Everything `build` makes remembers its `Spec` — kind, name, version, options and the
 import path of its factory — so it can be rebuilt in another process (a Ray worker, a
 `reverify` run, a config file): `build(spec)` needs nothing but the spec, because a
-name registered only in the first process is found again through `spec.target`.
+name registered only in the first process is found again through `spec.target` when
+the caller trusts the spec (`rebuild(spec, trust_code=True)`): a spec read from a file
+otherwise builds only names this process knows.
 Objects built directly (`Arithmetic(seed=3)`) describe themselves the same way: the
 built-in classes remember the keyword arguments they were constructed with
 (`Described`), and `spec_of` falls back to the object's type for anything else.
@@ -26,7 +28,9 @@ built-in classes remember the keyword arguments they were constructed with
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import difflib
 import functools
 import importlib
 import importlib.util
@@ -35,14 +39,24 @@ import os
 import re
 import sys
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, overload
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, SecretBytes, SecretStr
 
 from nemo_gym.errors import ConfigError
+from nemo_gym.protocols import (
+    Environment,
+    Harness,
+    Model,
+    SandboxProvider,
+    Verifier,
+    function_of,
+)
+from nemo_gym.spec import KINDS, Kind, Spec, has_opaque
 from nemo_gym.urls import without_credentials
 
 __all__ = [
@@ -51,20 +65,23 @@ __all__ = [
     "Described",
     "Entry",
     "Kind",
+    "Registry",
     "Spec",
+    "active",
     "add_search_dir",
     "build",
+    "default_registry",
     "entries",
+    "isolated",
     "lookup",
     "names",
+    "rebuild",
     "register",
     "search_dirs",
     "spec_of",
     "unregister",
 ]
 
-Kind = Literal["env", "model", "harness", "verifier", "sandbox"]
-KINDS: tuple[Kind, ...] = get_args(Kind)
 
 ENTRY_POINT_GROUPS: dict[Kind, str] = {
     "env": "nemo_gym.envs",
@@ -194,46 +211,6 @@ _FAMILIES: dict[Kind, dict[str, str]] = {
 Factory = Callable[..., Any]
 
 
-class Spec(BaseModel):
-    """What rebuilds an object: kind, registry name, version, options, factory path.
-
-    `options` are JSON values; an option that was an object with a spec of its own is
-    stored as `{"$spec": {...}}` (rebuilt too), any other object as
-    `{"$object": "TypeName"}` (recorded, but not rebuildable). Secrets (API keys) are
-    never part of a spec.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    kind: Kind
-    name: str
-    version: str | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
-    target: str | None = None
-
-    @property
-    def id(self) -> str:
-        """`name@version` (or the bare name when there is no version)."""
-        return self.name if self.version is None else f"{self.name}@{self.version}"
-
-    @property
-    def rebuildable(self) -> bool:
-        """Whether `build(self)` can make the object again (no opaque options)."""
-        return not _has_opaque(self.options)
-
-    def identity(self) -> dict[str, Any]:
-        """The fields a resumed run must agree on (the factory path is not one)."""
-        return {"name": self.name, "version": self.version, "options": self.options}
-
-
-def _has_opaque(value: Any) -> bool:
-    if isinstance(value, dict):
-        return "$object" in value or any(_has_opaque(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_opaque(v) for v in value)
-    return False
-
-
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One registered name: where its factory lives and what it says about itself."""
@@ -279,7 +256,39 @@ LABELS: dict[Kind, str] = {
     "sandbox": "sandbox provider",
 }
 
-_registered: dict[Kind, dict[str, dict[str | None, Entry]]] = {kind: {} for kind in KINDS}
+
+@dataclass(slots=True)
+class Registry:
+    """What `register` and `add_search_dir` change: the run-time registrations and the
+    local-environment folders. The process has one (`default_registry`); `isolated()`
+    gives a block a fresh one (tests), built-ins and plugins included as always."""
+
+    registered: dict[Kind, dict[str, dict[str | None, Entry]]] = field(
+        default_factory=lambda: {kind: {} for kind in KINDS}
+    )
+    search_dirs: list[Path] = field(default_factory=list)
+
+
+default_registry = Registry()
+_active: ContextVar[Registry] = ContextVar("nemo_gym_registry", default=default_registry)
+
+
+def active() -> Registry:
+    """The registry names resolve in here: `default_registry`, or an `isolated()` one."""
+    return _active.get()
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[Registry]:
+    """Run a block against a fresh `Registry`: what it registers or adds as a search
+    folder is gone when it ends, and nothing registered outside is seen inside."""
+    token = _active.set(Registry())
+    try:
+        yield _active.get()
+    finally:
+        _active.reset(token)
+
+
 _specs: weakref.WeakKeyDictionary[Any, Spec] = weakref.WeakKeyDictionary()
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
 
@@ -287,7 +296,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
 def _check_kind(kind: str) -> Kind:
     if kind not in KINDS:
         raise ConfigError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
-    return kind  # type: ignore[return-value]
+    return kind
 
 
 def _import(target: str) -> Any:
@@ -351,7 +360,7 @@ def register(
         module, sep, attribute = target.partition(":")
         if not sep or not module or not attribute:
             raise ConfigError(f"{kind} {name!r}: import path {target!r} is not 'module:attr'")
-    versions = _registered[kind].setdefault(name, {})
+    versions = active().registered[kind].setdefault(name, {})
     exists = version in versions or (name in _BUILTINS[kind] and version is None)
     if exists and not replace:
         raise ConfigError(
@@ -365,17 +374,43 @@ def register(
 
 def unregister(kind: Kind, name: str, *, version: str | None = None) -> None:
     """Remove a run-time registration (built-ins and plugins stay)."""
-    versions = _registered[_check_kind(kind)].get(name, {})
+    versions = active().registered[_check_kind(kind)].get(name, {})
     versions.pop(version, None)
     if not versions:
-        _registered[kind].pop(name, None)
+        active().registered[kind].pop(name, None)
 
 
 @functools.cache
-def _plugin_map(kind: Kind) -> dict[str, Any]:
+def _plugin_map(kind: Kind) -> dict[str, list[Any]]:
+    """Entry points by bare name and by `<distribution>/<name>`; a bare name two
+    distributions declare maps to both (a clash `lookup` reports, never a silent pick)."""
     from importlib.metadata import entry_points  # ~10 ms: only when a name is looked up
 
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUPS[kind])}
+    found: dict[str, list[Any]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUPS[kind]):
+        found.setdefault(ep.name, []).append(ep)
+        found.setdefault(f"{_distribution(ep)}/{ep.name}", []).append(ep)
+    return found
+
+
+def _distribution(ep: Any) -> str:
+    dist = getattr(ep, "dist", None)
+    name = getattr(dist, "name", None) or "unknown"
+    return re.sub(r"[-_.]+", "-", str(name)).lower()
+
+
+def _plugin(kind: Kind, name: str) -> Any | None:
+    found = _plugin_map(kind).get(name)
+    if not found:
+        return None
+    sources = {_distribution(ep) for ep in found}
+    if len(sources) > 1:
+        qualified = ", ".join(sorted(f"{d}/{name}" for d in sources))
+        raise ConfigError(
+            f"{len(sources)} installed plugins declare a {LABELS[kind]} named {name!r}; "
+            f"name the one you mean: {qualified}"
+        )
+    return found[0]
 
 
 def refresh_plugins() -> None:
@@ -384,21 +419,43 @@ def refresh_plugins() -> None:
 
 
 SEARCH_PATH_VARIABLE = "NEMO_GYM_ENV_PATH"
-_search_dirs: list[Path] = []
 
 
 def add_search_dir(path: str | os.PathLike[str]) -> None:
     """Search `path` for one-file environments (`<name>.py`), before NEMO_GYM_ENV_PATH."""
+    folder = _checked_dir(path)
+    folders = active().search_dirs
+    if folder not in folders:
+        folders.append(folder)
+
+
+_query_dirs: ContextVar[tuple[Path, ...]] = ContextVar("nemo_gym_query_dirs", default=())
+
+
+@contextlib.contextmanager
+def searching(folders: Iterable[str | os.PathLike[str]]) -> Iterator[None]:
+    """Also search `folders` for local environments inside this block only (what a query
+    such as `list_envs(search_dirs=...)` uses: it leaves the process's search path as
+    it was)."""
+    extra = tuple(_checked_dir(f) for f in folders)
+    token = _query_dirs.set(_query_dirs.get() + extra)
+    try:
+        yield
+    finally:
+        _query_dirs.reset(token)
+
+
+def _checked_dir(path: str | os.PathLike[str]) -> Path:
     folder = Path(path).expanduser().resolve()
     if not folder.is_dir():
         raise ConfigError(f"environment search folder {str(path)!r} is not a folder")
-    if folder not in _search_dirs:
-        _search_dirs.append(folder)
+    return folder
 
 
 def search_dirs() -> list[Path]:
     """The folders searched for local environments, in order."""
-    found = list(_search_dirs)
+    found = list(active().search_dirs)
+    found += [f for f in _query_dirs.get() if f not in found]
     for part in os.environ.get(SEARCH_PATH_VARIABLE, "").split(os.pathsep):
         folder = Path(part).expanduser().resolve() if part.strip() else None
         if folder is not None and folder.is_dir() and folder not in found:
@@ -450,7 +507,7 @@ def _load_local(name: str, file: Path) -> Factory:
 
 def _candidates(kind: Kind, name: str) -> list[Entry]:
     """Every entry under `name`, by the precedence rule (first source that has it)."""
-    registered = _registered[kind].get(name)
+    registered = active().registered[kind].get(name)
     if registered:
         return list(registered.values())
     builtins = [
@@ -467,7 +524,7 @@ def _candidates(kind: Kind, name: str) -> list[Entry]:
         file = _local_names().get(name)
         if file is not None:
             return [Entry(kind, name, _load_local(name, file), "local")]
-    plugin = _plugin_map(kind).get(name)
+    plugin = _plugin(kind, name)
     if plugin is not None:
         return [Entry(kind, name, plugin.value, "plugin")]
     return []
@@ -481,8 +538,12 @@ def lookup(kind: Kind, name: str) -> Entry:
     base, version = _split_id(name)
     found = _candidates(kind, base)
     if not found:
-        known = ", ".join(names(kind)) or "none"
-        raise ConfigError(f"no {LABELS[kind]} named {base!r}; known: {known}")
+        known = names(kind)
+        close = difflib.get_close_matches(base, known, n=3)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise ConfigError(
+            f"no {LABELS[kind]} named {base!r}{hint} (known: {', '.join(known) or 'none'})"
+        )
     if version is not None:
         exact = [e for e in found if e.version == version]
         if not exact:  # an unversioned entry whose class declares the version asked for
@@ -512,10 +573,15 @@ def names(kind: Kind) -> list[str]:
     """Every name of `kind` the registry knows (registered, built-in, plugins)."""
     kind = _check_kind(kind)
     found = {key.partition("@")[0] for key in _BUILTINS[kind]}
-    found.update(_registered[kind])
+    found.update(active().registered[kind])
     if kind == "env":
         found.update(_local_names())
-    found.update(_plugin_map(kind))
+    for name, eps in _plugin_map(kind).items():
+        if "/" in name:
+            continue
+        sources = {_distribution(ep) for ep in eps}
+        # A clash lists the qualified names, the ones that can be built.
+        found.update([name] if len(sources) == 1 else (f"{d}/{name}" for d in sources))
     return sorted(found)
 
 
@@ -525,26 +591,36 @@ def entries(kind: Kind) -> Iterator[Entry]:
         yield lookup(kind, name)
 
 
+@overload
+def build(kind: Literal["env"], name: str, /, **options: Any) -> Environment: ...
+@overload
+def build(kind: Literal["model"], name: str, /, **options: Any) -> Model: ...
+@overload
+def build(kind: Literal["harness"], name: str, /, **options: Any) -> Harness: ...
+@overload
+def build(kind: Literal["verifier"], name: str, /, **options: Any) -> Verifier: ...
+@overload
+def build(kind: Literal["sandbox"], name: str, /, **options: Any) -> SandboxProvider: ...
+@overload
+def build(kind: Kind, name: str, /, **options: Any) -> Any: ...
+@overload
+def build(kind: Spec, /) -> Any: ...
 def build(kind: Kind | Spec, name: str | None = None, /, **options: Any) -> Any:
-    """Build `kind` `name` with `options`, or rebuild from a `Spec`.
+    """Build `kind` `name` with `options` (typed per kind: `build("env", ...)` is an
+    `Environment`), or rebuild from a `Spec`.
 
-    `build("env", "arithmetic", seed=3)`, `build(spec)`. The object remembers its spec
-    (`spec_of`). A spec whose name is unknown here is rebuilt from its `target` import
-    path; options recorded as `{"$spec": ...}` are rebuilt first.
+    `build("env", "arithmetic", seed=3)`, `build(spec)` (= `rebuild(spec)`). The object
+    remembers its spec (`spec_of`).
     """
     if isinstance(kind, Spec):
         if name is not None or options:
             raise TypeError("build(spec) takes no other arguments")
-        return _rebuild(kind)
+        return rebuild(kind)
     kind = _check_kind(kind)
     if name is None:
         raise TypeError("build(kind, name, **options) needs a name")
     entry = lookup(kind, name)
     return _construct(entry, options, entry.target_path)
-
-
-SECRET_OPTIONS = frozenset({"api_key"})
-"""Options never recorded in a spec, whatever the factory (besides its `spec_exclude`)."""
 
 
 def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any:
@@ -556,7 +632,7 @@ def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any
     version = entry.version or _attr_version(obj)
     # What the factory itself never records (a `Described` class's `spec_exclude`:
     # secrets, large data) is not recorded when it is built by name either.
-    excluded = SECRET_OPTIONS | getattr(factory, "spec_exclude", frozenset())
+    excluded = getattr(factory, "spec_exclude", frozenset()) | secret_parameters(factory)
     spec = Spec(
         kind=entry.kind,
         name=entry.name,
@@ -575,10 +651,19 @@ def _attr_version(obj: Any) -> str | None:
     return str(version)
 
 
-def _rebuild(spec: Spec) -> Any:
-    options = {key: _revive(value) for key, value in spec.options.items()}
-    if _has_opaque(spec.options):
-        opaque = [k for k, v in spec.options.items() if _has_opaque(v)]
+def rebuild(spec: Spec, /, *, trust_code: bool = False) -> Any:
+    """Build the object `spec` describes, by its registered name.
+
+    A spec names only what this process can already build (registered, built-in, local
+    folder, plugin) unless `trust_code=True`: then a name unknown here is rebuilt from
+    the spec's `target` import path, which imports and calls whatever that path names.
+    Specs come from files (`run.json`, a config, a Ray driver): pass `trust_code=True`
+    only for specs from a source you trust as you trust your own code. Options recorded
+    as `{"$spec": ...}` are rebuilt first, under the same rule.
+    """
+    options = {key: _revive(value, trust_code) for key, value in spec.options.items()}
+    if has_opaque(spec.options):
+        opaque = [k for k, v in spec.options.items() if has_opaque(v)]
         raise ConfigError(
             f"{spec.kind} {spec.id!r} cannot be rebuilt from its spec: option(s) "
             f"{', '.join(opaque)} were objects without a spec; pass the object itself"
@@ -588,6 +673,14 @@ def _rebuild(spec: Spec) -> Any:
     except ConfigError:
         if spec.target is None:
             raise
+        if not trust_code:
+            raise ConfigError(
+                f"{spec.kind} {spec.id!r} is not a name this process knows, and its spec "
+                f"names the import path {spec.target!r}: importing it runs code the spec "
+                "chose, so it is refused. Register the name (or install its plugin), or "
+                "pass trust_code=True (gym eval reverify --trust-run-code) if the spec "
+                "comes from a source you trust"
+            ) from None
         entry = Entry(spec.kind, spec.name, spec.target, "registered", spec.version)
     return _construct(entry, options, spec.target or entry.target_path)
 
@@ -596,13 +689,13 @@ def _has_version(spec: Spec) -> bool:
     return any(e.version == spec.version for e in _candidates(spec.kind, spec.name))
 
 
-def _revive(value: Any) -> Any:
+def _revive(value: Any, trust_code: bool) -> Any:
     if isinstance(value, dict):
         if set(value) == {"$spec"}:
-            return _rebuild(Spec.model_validate(value["$spec"]))
-        return {k: _revive(v) for k, v in value.items()}
+            return rebuild(Spec.model_validate(value["$spec"]), trust_code=trust_code)
+        return {k: _revive(v, trust_code) for k, v in value.items()}
     if isinstance(value, list):
-        return [_revive(v) for v in value]
+        return [_revive(v, trust_code) for v in value]
     return value
 
 
@@ -614,9 +707,46 @@ def remember(obj: Any, spec: Spec) -> None:
         pass
 
 
+SECRET_NAMES = frozenset(
+    {
+        "api_key",
+        "token",
+        "access_token",
+        "auth_token",
+        "bearer_token",
+        "hf_token",
+        "password",
+        "secret",
+        "client_secret",
+        "authorization",
+    }
+)
+"""Option (and nested mapping) keys never recorded, whatever their value's type."""
+
+
+def is_secret(name: str, value: Any) -> bool:
+    """Whether an option is a credential: a `SecretStr`/`SecretBytes` value (the typed
+    way to pass one), or a key that names one (`token`, `api_key`, ...)."""
+    return isinstance(value, SecretStr | SecretBytes) or name.lower() in SECRET_NAMES
+
+
+def secret_parameters(factory: Callable[..., Any]) -> frozenset[str]:
+    """The parameters of `factory` annotated with a secret type (`SecretStr`, ...)."""
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return frozenset()
+    return frozenset(p.name for p in parameters if "Secret" in str(p.annotation))
+
+
 def jsonable_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Options as JSON values: nested specs as `$spec`, other objects as `$object`."""
-    return {str(key): _jsonable(value) for key, value in options.items()}
+    """Options as JSON values: nested specs as `$spec`, other objects as `$object`;
+    secrets (`is_secret`) left out."""
+    return {
+        str(key): _jsonable(value)
+        for key, value in options.items()
+        if not is_secret(str(key), value)
+    }
 
 
 def _jsonable(value: Any) -> Any:
@@ -630,7 +760,9 @@ def _jsonable(value: Any) -> Any:
         items = [_jsonable(v) for v in value]
         return sorted(items, key=repr) if isinstance(value, frozenset | set) else items
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v) for k, v in value.items() if not is_secret(str(k), v)}
+    if isinstance(value, SecretStr | SecretBytes):
+        return "**********"
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -669,7 +801,7 @@ def spec_of(obj: Any, kind: Kind) -> Spec:
         spec = describe()
         if isinstance(spec, Spec):
             return spec
-    inner = getattr(obj, "fn", None) if type(obj).__name__ == "_FunctionVerifier" else None
+    inner = function_of(obj)
     source = inner if inner is not None else obj
     kind_type = source if inspect.isfunction(source) else type(source)
     name = getattr(obj, "name", None) if kind == "env" else None
@@ -687,7 +819,7 @@ def _builtin_name(kind: Kind, cls: type) -> str | None:
     for key, target in _BUILTINS[kind].items():
         if target == path:
             return key.partition("@")[0]
-    for name, versions in _registered[kind].items():
+    for name, versions in active().registered[kind].items():
         if any(e.target_path == path for e in versions.values()):
             return name
     return None
@@ -711,6 +843,7 @@ class Described:
         if init is None or getattr(init, "_nemo_gym_described", False):
             return
         signature = inspect.signature(init)
+        secret = secret_parameters(init)
 
         @functools.wraps(init)
         def __init__(self: Described, *args: Any, **kw: Any) -> None:
@@ -729,12 +862,12 @@ class Described:
                             options.update(value)
                         elif param.kind is not param.VAR_POSITIONAL:
                             options[param_name] = value
-                excluded = type(self).spec_exclude
+                excluded = type(self).spec_exclude | secret
                 self._spec_options = {k: v for k, v in options.items() if k not in excluded}
             init(self, *args, **kw)
 
-        __init__._nemo_gym_described = True  # type: ignore[attr-defined]
-        cls.__init__ = __init__  # type: ignore[method-assign]
+        setattr(__init__, "_nemo_gym_described", True)  # noqa: B010 (a marker on a function)
+        setattr(cls, "__init__", __init__)  # noqa: B010 (mypy refuses a method assignment)
 
     def to_spec(self) -> Spec:
         """How to rebuild this object: registry name (or type), version, options."""

@@ -20,13 +20,14 @@ import time
 import traceback
 import uuid
 from array import array
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, Iterable, Iterator
 from contextlib import aclosing
 from contextvars import ContextVar
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Unpack
 
 from nemo_gym.errors import ConfigError, HarnessError, ModelError, NemoGymError, RolloutTimeout
 from nemo_gym.lifecycle import close_all, is_interrupt
+from nemo_gym.options import DEFAULT_CONCURRENCY, STREAM_OPTIONS, RunSettings, StreamOptions
 from nemo_gym.protocols import Environment, Harness, Model, as_verifier
 from nemo_gym.records import (
     Failure,
@@ -54,17 +55,17 @@ __all__ = [
     "current_rollout",
     "default_harness",
     "derive_seed",
+    "failure_of",
     "grouped",
     "groups",
     "rollout",
     "rollouts",
     "run_spec",
+    "run_stream",
 ]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONCURRENCY = 32
-"""Rollouts in flight when the caller says nothing (API and CLI alike)."""
 
 _PHASE_KIND = {"open": "environment", "close": "environment", "harness": "harness"}
 
@@ -110,42 +111,58 @@ def _error_type(exc: BaseException) -> str:
     return wrapped or type(exc).__qualname__
 
 
+_NO_SAMPLING = Sampling()
+
+
 class RecordingModel:
     """Wraps the policy for one rollout: applies run-level sampling and the repeat's seed,
     and records every call (request as sent, response or error, latency, attempts) on
     the trajectory. An empty reply (no content, no tool calls) is an `empty_response`
     model failure."""
 
-    __slots__ = ("_given", "_merged", "_started", "calls", "model", "model_s", "sampling", "seed")
+    __slots__ = (
+        "_calls",
+        "_given",
+        "_inner",
+        "_merged",
+        "_run_sampling",
+        "_seed",
+        "_started",
+        "model_s",
+    )
+
+    # What a harness may read of the adapter it drives: plain data, never a way to call
+    # it (a client, the adapter itself), which would skip recording and the seed.
+    FORWARDED = frozenset({"name", "model", "tokenizer", "version"})
 
     def __init__(
         self, model: Model, calls: list[ModelCall], sampling: Sampling | None, seed: int | None
     ):
-        self.model = model
-        self.calls = calls
-        self.sampling = sampling
-        self.seed = seed
+        self._inner = model
+        self._calls = calls
+        self._run_sampling = sampling
+        self._seed = seed
         self.model_s = 0.0
         self._given: Sampling | None = None
-        self._merged: Sampling | None = None
+        self._merged = _NO_SAMPLING  # replaced on the first call (`_given` is None)
         self._started = 0
 
     def _sampling(self, given: Sampling) -> Sampling:
         # A harness sends the same Sampling object every turn: merge it once.
         if given is not self._given:
-            merged = given if self.sampling is None else self.sampling.merged_over(given)
-            self._given, self._merged = given, merged
+            run = self._run_sampling
+            self._given, self._merged = given, given if run is None else run.merged_over(given)
         merged = self._merged
-        if self.seed is not None:
+        if self._seed is not None:
             # Each call of the rollout gets a seed of its own (the first one the repeat's
             # seed itself): parallel calls with one prompt (several thinkers, sub-agents)
             # must not draw the same sample.
             index = self._started
             self._started += 1
-            seed = self.seed if index == 0 else call_seed(self.seed, index)
-            if merged.seed != seed:  # type: ignore[union-attr]
-                merged = replace(merged, seed=seed)  # type: ignore[arg-type]
-        return merged  # type: ignore[return-value]
+            seed = self._seed if index == 0 else call_seed(self._seed, index)
+            if merged.seed != seed:
+                merged = replace(merged, seed=seed)
+        return merged
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         sampling = self._sampling(request.sampling)
@@ -153,14 +170,14 @@ class RecordingModel:
             request = replace(request, sampling=sampling)
         started = time.perf_counter()
         try:
-            response = await self.model.generate(request)
+            response = await self._inner.generate(request)
         except BaseException as exc:
             if is_interrupt(exc):
                 raise
             elapsed = time.perf_counter() - started
             self.model_s += elapsed
             attempts = exc.attempts if isinstance(exc, ModelError) else 1
-            self.calls.append(
+            self._calls.append(
                 ModelCall(
                     request=request,
                     error=f"{type(exc).__qualname__}: {exc}",
@@ -176,7 +193,7 @@ class RecordingModel:
         elapsed = time.perf_counter() - started
         self.model_s += elapsed
         sent = response.sampling
-        self.calls.append(
+        self._calls.append(
             ModelCall(
                 request=request if sent is None else replace(request, sampling=sent),
                 response=response,
@@ -194,11 +211,19 @@ class RecordingModel:
         return response
 
     def __getattr__(self, name: str) -> Any:
-        # Harnesses may ask the policy for adapter attributes (a tokenizer, a name).
-        return getattr(self.model, name)
+        if name in RecordingModel.FORWARDED:
+            value = getattr(self._inner, name)
+            if not hasattr(value, "generate"):
+                return value
+        raise AttributeError(
+            f"the policy a harness drives records every call, so it offers `generate` and "
+            f"the adapter's {', '.join(sorted(RecordingModel.FORWARDED))} only, not {name!r}"
+        )
 
 
-def _failure(exc: BaseException, where: str) -> Failure:
+def failure_of(exc: BaseException, where: str) -> Failure:
+    """The `Failure` record of `exc`, raised in phase `where` (open, harness, verify,
+    close): its kind and code, message, exception type and the end of its traceback."""
     if isinstance(exc, asyncio.CancelledError):
         kind, code = "cancelled", "cancelled"
     elif where == "verify":
@@ -251,7 +276,7 @@ async def _run_episode(
                 tool_results = trajectory.tool_results
                 observations = trajectory.observations
                 events = harness.run(task, episode, policy)
-                async with aclosing(events):  # type: ignore[type-var]
+                async with aclosing(events):
                     async for event in events:
                         if isinstance(event, Message):
                             messages.append(event)
@@ -280,7 +305,7 @@ async def _run_episode(
             )
             if is_interrupt(inner):
                 raise inner from None
-            failure = _failure(inner, "harness")
+            failure = failure_of(inner, "harness")
             note = f" (closing the episode also failed: {type(exc).__qualname__}: {exc})"
             raise _Tracked(replace(failure, message=failure.message + note)) from inner
         # A TimeoutError raised by a tool lands here too: only the rollout's own
@@ -288,7 +313,7 @@ async def _run_episode(
         # `timeout` failure. Real interrupts and cancellations go on up.
         if is_interrupt(exc):
             raise
-        raise _Tracked(_failure(exc, phase[0])) from exc
+        raise _Tracked(failure_of(exc, phase[0])) from exc
 
 
 async def _verify(env: Environment, task: Task, trajectory: Trajectory) -> Rewards:
@@ -297,7 +322,7 @@ async def _verify(env: Environment, task: Task, trajectory: Trajectory) -> Rewar
     except BaseException as exc:
         if is_interrupt(exc):
             raise
-        raise _Tracked(_failure(exc, "verify")) from exc
+        raise _Tracked(failure_of(exc, "verify")) from exc
 
 
 async def rollout(
@@ -333,28 +358,34 @@ async def rollout(
     token = _CURRENT.set(RolloutKey(task.id, repeat, seed))
     clock = SandboxClock()
     clock_token = use_clock(clock)
+    # One deadline for the whole rollout; whether a TimeoutError is the rollout's own is
+    # what its scope says (`expired()`), never a reading of some other clock.
+    scope: asyncio.Timeout | None = None
+    deadline = 0.0
     try:
         if timeout is None:
             await _run_episode(env, task, harness, policy, trajectory, phase)
         else:
-            async with asyncio.timeout(timeout):
+            deadline = asyncio.get_running_loop().time() + timeout
+            async with asyncio.timeout_at(deadline) as scope:
                 await _run_episode(env, task, harness, policy, trajectory, phase)
         phase[0] = "verify"
         verify_started = time.perf_counter()
         try:
-            pending = _verify(env, task, trajectory)
-            if timeout is not None:
-                pending = asyncio.wait_for(pending, max(0.0, timeout - (verify_started - t0)))
-            rewards = await pending
+            if scope is None:
+                rewards = await _verify(env, task, trajectory)
+            else:
+                async with asyncio.timeout_at(deadline) as scope:
+                    rewards = await _verify(env, task, trajectory)
         finally:
             verify_s = time.perf_counter() - verify_started
     except _Tracked as tracked:
         failure = tracked.failure
     except TimeoutError as exc:
         error: BaseException = exc
-        if timeout is not None and time.perf_counter() - t0 >= timeout:
+        if scope is not None and scope.expired():
             error = RolloutTimeout(f"rollout exceeded its {timeout}s deadline during {phase[0]}")
-        failure = _failure(error, phase[0])
+        failure = failure_of(error, phase[0])
     finally:
         _CURRENT.reset(token)
         reset_clock(clock_token)
@@ -526,37 +557,36 @@ def work_items(
             yield task, repeat
 
 
-async def rollouts(
-    env: Environment,
-    model: Model,
-    *,
-    harness: Harness | None = None,
-    tasks: Iterable[Task] | None = None,
-    split: str = "test",
-    limit: int | None = None,
-    repeats: int = 1,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    seed: int | None = 0,
-    sampling: Sampling | None = None,
-    timeout: float | None = None,
-    run_id: str | None = None,
-    skip: set[tuple[str, int]] | frozenset[tuple[str, int]] | None = None,
-    keep_open: bool = False,
-    _whole_groups: bool = False,
-) -> AsyncIterator[Rollout]:
+def rollouts(
+    env: Environment, model: Model, **options: Unpack[StreamOptions]
+) -> AsyncGenerator[Rollout, None]:
     """Run every (task, repeat) and yield each `Rollout` the moment it finishes.
 
-    Tasks come from `tasks` or `env.tasks(split, limit)`, pulled lazily; at most
+    The options (`nemo_gym.options.RunSettings` says each one's meaning and default):
+    tasks come from `tasks` or `env.tasks(split, limit)`, pulled lazily; at most
     `concurrency` rollouts run at once. Each repeat gets the seed
     `derive_seed(seed, task.id, repeat)` (none when `seed` is None), which overrides any
     seed the harness or `sampling` sets. `skip` holds (task id, repeat) pairs already
-    done. Two tasks with the same id are a `ConfigError`.
+    done. Two tasks with the same id are a `ConfigError`; an unknown option a
+    `TypeError` at the call.
 
     Closing the stream (`aclose()`, the end of an `async with aclosing(...)` block, a
     `break` out of `async for` over the call itself, cancellation) cancels the rollouts
     in flight and waits until their episodes closed. When the stream ends, the
     environment, its verifier and the harness are closed (`aclose`) unless `keep_open`.
     """
+    return run_stream(env, model, RunSettings.of(options, STREAM_OPTIONS, "rollouts"))
+
+
+async def run_stream(
+    env: Environment, model: Model, run: RunSettings, *, whole_groups: bool = False
+) -> AsyncGenerator[Rollout, None]:
+    """`rollouts` with its options as one `RunSettings` (what `groups`, `collect` and the
+    Ray backend call); `whole_groups` runs a task's repeats again whole when `skip`
+    holds only some of them."""
+    harness, tasks, split, limit = run.harness, run.tasks, run.split, run.limit
+    repeats, concurrency, seed, sampling = run.repeats, run.concurrency, run.seed, run.sampling
+    timeout, run_id, skip, keep_open = run.timeout, run.run_id, run.skip, run.keep_open
     if repeats < 1:
         raise ConfigError(f"repeats must be >= 1, got {repeats}")
     if concurrency < 1:
@@ -566,7 +596,7 @@ async def rollouts(
     check_seeding(harness, sampling, seed, repeats)
     spec = run_spec(env, model, harness, sampling=sampling, seed=seed, repeats=repeats, split=split)
     run_id = run_id or uuid.uuid4().hex[:12]
-    work = work_items(env, tasks, split, limit, repeats, skip, whole_groups=_whole_groups)
+    work = work_items(env, tasks, split, limit, repeats, skip, whole_groups=whole_groups)
     finished: asyncio.Queue[asyncio.Task[Rollout]] = asyncio.Queue()
     running: set[asyncio.Task[Rollout]] = set()
     exhausted = False
@@ -608,33 +638,32 @@ async def rollouts(
             await close_all(env, verifier, harness)
 
 
-async def groups(
-    env: Environment,
-    model: Model,
-    *,
-    repeats: int,
-    **options: Any,
-) -> AsyncIterator[list[Rollout]]:
-    """Like `rollouts`, but yields the `repeats` rollouts of one task together (GRPO),
-    ordered by repeat, as soon as the last of them finishes.
+def groups(
+    env: Environment, model: Model, **options: Unpack[StreamOptions]
+) -> AsyncGenerator[list[Rollout], None]:
+    """Like `rollouts` (the same options; `repeats` is required), but yields the
+    `repeats` rollouts of one task together (GRPO), ordered by repeat, as soon as the
+    last of them finishes.
 
     Every group is whole and from this call: with `skip` (resume), a task whose repeats
     are all in `skip` is left out, and a task with only some of them done is run again
     whole — never completed from older rows, which a training loop would have sampled
     from an older policy.
     """
-    stream = rollouts(env, model, repeats=repeats, _whole_groups=True, **options)
-    async with aclosing(grouped(stream, repeats)) as found:
-        async for group in found:
-            yield group
+    if "repeats" not in options:
+        raise TypeError("groups() needs repeats= (the size of each group)")
+    run = RunSettings.of(options, STREAM_OPTIONS, "groups")
+    return grouped(run_stream(env, model, run, whole_groups=True), run.repeats)
 
 
-async def grouped(stream: AsyncIterator[Rollout], repeats: int) -> AsyncIterator[list[Rollout]]:
+async def grouped(
+    stream: AsyncGenerator[Rollout, None], repeats: int
+) -> AsyncGenerator[list[Rollout], None]:
     """The rollouts of `stream` gathered into each task's `repeats`, ordered by repeat,
     yielded as each group completes; `stream` is closed when this ends. What `groups`
     does with `rollouts` (and the Ray backend with its own stream)."""
     pending: dict[str, list[Rollout]] = {}
-    async with aclosing(stream):  # type: ignore[type-var]
+    async with aclosing(stream):
         async for item in stream:
             bucket = pending.setdefault(item.task_id, [])
             bucket.append(item)

@@ -28,7 +28,7 @@ from nemo_gym.testing import faults  # noqa: E402
 from nemo_gym.testing.synthetic import Echo, EchoModel, MemoryProvider  # noqa: E402
 
 collect_module = importlib.import_module("nemo_gym.collect")
-real_scan, real_finish = collect_module._scan, collect_module._finish
+real_scan, real_finish = collect_module._scan, collect_module.write_metrics
 
 
 def scan(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -43,7 +43,7 @@ def finish(*args, **kwargs):  # type: ignore[no-untyped-def]
     return real_finish(*args, **kwargs)
 
 
-collect_module._scan, collect_module._finish = scan, finish
+collect_module._scan, collect_module.write_metrics = scan, finish
 
 RATES = {name: rate for name, rate in faults.MIXED.items() if not name.endswith(".hang")}
 

@@ -24,6 +24,7 @@ from nemo_gym.errors import ConfigError, ModelError
 from nemo_gym.metrics import compute_metrics
 from nemo_gym.models import ScriptedModel
 from nemo_gym.models.base import ModelAdapter, RetryPolicy
+from nemo_gym.options import RunSettings
 from nemo_gym.runner import DEFAULT_CONCURRENCY
 
 HERE = Path(__file__).resolve().parent
@@ -139,7 +140,8 @@ def test_a_spec_rebuilds_in_another_process_by_import_path(tmp_path: Path) -> No
         f"""
         import nemo_gym as gym
         spec = gym.Spec.model_validate_json({spec.model_dump_json()!r})
-        env = gym.make(spec)  # the name is not registered in this process
+        # the name is not registered in this process: only a trusted spec uses its path
+        env = gym.registry.rebuild(spec, trust_code=True)
         print(type(env).__name__, env.min_len, env.n, gym.registry.spec_of(env, "env") == spec)
         """
     )
@@ -698,8 +700,8 @@ def test_metrics_memory_is_bounded_by_keys_not_row_size(tmp_path: Path) -> None:
                 "trajectory": {"messages": [{"role": "user", "content": padding}]},
             }
             handle.write(json.dumps(row) + "\n")
-    from nemo_gym.collect import _finish
     from nemo_gym.metrics import MetricsAccumulator
+    from nemo_gym.rundir.rows import write_metrics as _finish
 
     tracemalloc.start()
     try:
@@ -778,8 +780,8 @@ def test_cli_and_api_share_the_default_concurrency() -> None:
 
     args = build_parser().parse_args(["eval", "run", "arithmetic"])
     assert args.concurrency == DEFAULT_CONCURRENCY
-    assert gym.rollouts.__kwdefaults__["concurrency"] == DEFAULT_CONCURRENCY
-    assert gym.collect.__kwdefaults__["concurrency"] == DEFAULT_CONCURRENCY
+    # rollouts, groups, collect, evaluate and Ray share one options type and its default
+    assert RunSettings().concurrency == DEFAULT_CONCURRENCY
 
 
 def test_harness_reprs_show_their_options() -> None:

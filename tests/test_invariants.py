@@ -58,7 +58,7 @@ async def test_it_catches_a_row_written_twice(monkeypatch: pytest.MonkeyPatch) -
     import importlib
 
     collect_module = importlib.import_module("nemo_gym.collect")  # not the function
-    real = collect_module._write_line
+    real = collect_module.write_line
     written: list[str] = []
 
     def twice(handle: Any, text: str) -> None:
@@ -68,7 +68,7 @@ async def test_it_catches_a_row_written_twice(monkeypatch: pytest.MonkeyPatch) -
             written.append(text)
             real(handle, text)
 
-    monkeypatch.setattr(collect_module, "_write_line", twice)
+    monkeypatch.setattr(collect_module, "write_line", twice)
     report = await check_invariants(small_env, EchoModel, **fast())
     assert "each (task, repeat) exactly once in the file" in report.violations
     assert (
@@ -80,7 +80,7 @@ async def test_it_catches_a_row_written_twice(monkeypatch: pytest.MonkeyPatch) -
 async def test_it_catches_a_misclassified_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     from nemo_gym import runner
 
-    real = runner._failure
+    real = runner.failure_of
 
     def wrong(exc: BaseException, where: str) -> gym.Failure:
         failure = real(exc, where)
@@ -88,7 +88,7 @@ async def test_it_catches_a_misclassified_failure(monkeypatch: pytest.MonkeyPatc
             return gym.records.replace(failure, kind="harness")
         return failure
 
-    monkeypatch.setattr(runner, "_failure", wrong)
+    monkeypatch.setattr(runner, "failure_of", wrong)
     report = await check_invariants(small_env, EchoModel, **fast())
     found = report.violations["failures are the ones the faults must produce"]
     assert found.count > 5 and "at verify, got harness/" in found.examples[0]

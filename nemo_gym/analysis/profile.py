@@ -20,19 +20,19 @@ from typing import Any
 
 from nemo_gym.analysis.compare import Paired, bootstrap_interval, compare
 from nemo_gym.analysis.diagnose import Diagnosis, Example, classify
-from nemo_gym.collect import (
-    MANIFEST,
-    METRICS,
-    ROLLOUTS,
-    _check_version,
-    _lines,
-    _parse_row,
-    _read_manifest,
-    manifest_parts,
-)
 from nemo_gym.errors import ConfigError
 from nemo_gym.metrics import MetricsAccumulator, row_group
 from nemo_gym.records import RunMetrics
+from nemo_gym.rundir.files import (
+    MANIFEST,
+    METRICS,
+    ROLLOUTS,
+    check_version,
+    lines,
+    parse_row,
+    read_manifest,
+)
+from nemo_gym.rundir.manifest import manifest_parts
 
 __all__ = ["Distribution", "Facts", "Profile", "TaskStats", "VariantStats", "profile"]
 
@@ -171,7 +171,8 @@ def _facts(row: Mapping[str, Any], line: int, where: str, threshold: float) -> F
         text = json.dumps(metadata["extracted_answer"], sort_keys=True, default=str)
         answer = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
     trajectory = _mapping(row.get("trajectory"))
-    calls = trajectory.get("model_calls") if isinstance(trajectory.get("model_calls"), list) else []
+    found_calls = trajectory.get("model_calls")
+    calls: list[Any] = found_calls if isinstance(found_calls, list) else []
     tokens = 0
     counted = False
     for call in calls:
@@ -186,7 +187,8 @@ def _facts(row: Mapping[str, Any], line: int, where: str, threshold: float) -> F
             tokens += len(ids)
             counted = True
     chars = 0
-    messages = trajectory.get("messages") if isinstance(trajectory.get("messages"), list) else []
+    found_messages = trajectory.get("messages")
+    messages: list[Any] = found_messages if isinstance(found_messages, list) else []
     for message in reversed(messages):
         if _mapping(message).get("role") == "assistant":
             chars = len(str(_mapping(message).get("content") or ""))
@@ -317,7 +319,7 @@ def profile(
     path = source / ROLLOUTS
     if not path.exists():
         raise ConfigError(f"{source}: no {ROLLOUTS} here (not a run directory)")
-    manifest = _read_manifest(source / MANIFEST) or {}
+    manifest = read_manifest(source / MANIFEST) or {}
     if success_threshold is None:
         success_threshold = 1.0
         saved = source / METRICS
@@ -328,10 +330,10 @@ def profile(
                 pass
     accumulator = MetricsAccumulator(success_threshold=success_threshold)
     final: dict[tuple[Any, ...], Facts] = {}
-    for number, line in _lines(path):
+    for number, line in lines(path):
         where = f"{path}:{number}"
-        row = _parse_row(path, number, line)
-        _check_version(path, number, row)
+        row = parse_row(path, number, line)
+        check_version(path, number, row)
         accumulator.add(row, where)
         facts = _facts(row, number, where, success_threshold)
         final[(facts.env, facts.variant, facts.task_id, facts.repeat)] = facts
@@ -380,10 +382,10 @@ def profile(
     needed = set(wanted) | set(failure_lines.values())
     if needed:
         codes = {line: code for code, line in failure_lines.items()}
-        for number, line in _lines(path):
+        for number, line in lines(path):
             if number not in needed:
                 continue
-            row = _parse_row(path, number, line)
+            row = parse_row(path, number, line)
             if number in wanted:
                 example = _example(row, by_line[number])
                 for env, cls in wanted[number]:

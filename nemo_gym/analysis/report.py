@@ -454,7 +454,7 @@ def render(result: Profile) -> str:
 
 def write_report(result: Profile, path: str | os.PathLike[str]) -> Path:
     """Write the report of `result` to `path` (atomically) and return the path."""
-    from nemo_gym.collect import write_atomic
+    from nemo_gym.rundir.files import write_atomic
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

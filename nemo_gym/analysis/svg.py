@@ -348,7 +348,7 @@ def stacked_bars(
     frame = _Frame(plot_id, title, (0, 1), (0, 1), height=height, left=120)
     for index, (label, parts) in enumerate(rows):
         y = TOP + index * 30 + 4
-        x = frame.left
+        x: float = frame.left
         shown = label if len(label) <= 16 else label[:15] + "…"
         frame.add(
             f'<text x="{frame.left - 6}" y="{y + 15}" text-anchor="end" font-size="11" '

@@ -66,8 +66,8 @@ def search(query: str) -> list[tuple[str, str, str]]:
     for info in list_envs():
         keep("environment", info.name, info.description, info.domain, info.verification)
     for kind in ("model", "harness", "verifier", "sandbox"):
-        for entry in registry.entries(kind):  # type: ignore[arg-type]
-            keep(registry.LABELS[kind], entry.id, _describe(entry))  # type: ignore[index]
+        for entry in registry.entries(kind):
+            keep(registry.LABELS[kind], entry.id, _describe(entry))
     return found
 
 
@@ -137,7 +137,12 @@ def eval_reverify(args: argparse.Namespace) -> int:
     from nemo_gym.collect import reverify
 
     result = asyncio.run(
-        reverify(args.run_dir, output=args.output, judge_failed_only=args.judge_failed_only)
+        reverify(
+            args.run_dir,
+            output=args.output,
+            judge_failed_only=args.judge_failed_only,
+            trust_code=args.trust_run_code,
+        )
     )
     print(summary(result.metrics, result.output))
     return 0

@@ -705,6 +705,11 @@ def build_parser() -> argparse.ArgumentParser:
     again.add_argument(
         "--judge-failed-only", action="store_true", help="re-score only judge_failed rows"
     )
+    again.add_argument(
+        "--trust-run-code",
+        action="store_true",
+        help="let run.json's import paths (`target`) be imported: only for a run you trust",
+    )
     again.set_defaults(func=_run("eval_reverify"))
 
     for name, helptext in (

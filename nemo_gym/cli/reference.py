@@ -46,7 +46,7 @@ adapter unless given `sampling=` (`Local`: temperature 1.0, what a trainer sampl
 """
 
 
-def _subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:  # type: ignore[type-arg]
+def _subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             return action

@@ -69,7 +69,7 @@ class BasicEpisode:
             except Exception as exc:  # keep closing the rest
                 errors.append(exc)
         if self.sandbox is not None:
-            await self.sandbox.close()
+            await self.sandbox.aclose()
         if errors:
             raise errors[0]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import Literal
 
 from nemo_gym.errors import HarnessError, SandboxError, ToolError
@@ -26,7 +26,7 @@ from nemo_gym.records import (
     ToolResult,
 )
 from nemo_gym.registry import Described
-from nemo_gym.tools import Tool, tool_table
+from nemo_gym.tools import Tool, ToolArgumentsError, tool_table
 
 __all__ = ["MultiStep", "SingleTurn", "ToolLoop", "call_tool", "opening_messages"]
 
@@ -99,6 +99,8 @@ async def _execute(
             value = await asyncio.wait_for(tool(**arguments), timeout)
     except (ToolError, SandboxError):
         raise
+    except ToolArgumentsError as exc:
+        return _error(call, f"invalid arguments for {call.name!r}: {exc}", errors)
     except TimeoutError:
         return _error(call, f"tool {call.name!r} timed out after {timeout}s", errors)
     except Exception as exc:
@@ -135,7 +137,7 @@ class SingleTurn(Described):
         self.system_prompt = system_prompt
         self.sampling = sampling or _NO_SAMPLING
 
-    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
+    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]:
         messages = opening_messages(task, self.system_prompt, episode)
         for message in messages:
             yield message
@@ -178,7 +180,7 @@ class ToolLoop(Described):
         self.tool_timeout = tool_timeout
         self.tool_errors = tool_errors
 
-    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
+    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]:
         messages = opening_messages(task, self.system_prompt, episode)
         for message in messages:
             yield message
@@ -243,7 +245,7 @@ class MultiStep(Described):
         self.sampling = sampling or _NO_SAMPLING
         self.parse_action = parse_action
 
-    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
+    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]:
         step = getattr(episode, "step", None)
         if step is None:
             raise HarnessError(f"MultiStep needs an episode with step(action); got {episode!r}")

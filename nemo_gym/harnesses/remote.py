@@ -18,7 +18,7 @@ own model ignores them, and the rollout then holds the conversation only.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, Literal
 
 from nemo_gym.endpoint import ModelEndpoint, Route
@@ -109,7 +109,7 @@ class RemoteAgent(Described):
             )
         return metadata
 
-    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
+    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]:
         route = await self.endpoint.route(model) if self.serve_policy else None
         try:
             async for event in self._loop(task, episode, route):
@@ -120,7 +120,7 @@ class RemoteAgent(Described):
 
     async def _loop(
         self, task: Task, episode: Episode, route: Route | None
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         messages = opening_messages(task, self.system_prompt, episode)
         for message in messages:
             yield message

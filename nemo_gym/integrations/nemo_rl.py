@@ -71,7 +71,7 @@ class _EnvironmentReturn(NamedTuple):
 def _nemo_rl_types() -> tuple[Any, Any]:
     """NeMo RL's (EnvironmentInterface, EnvironmentReturn), or (None, our copy)."""
     try:
-        from nemo_rl.environments.interfaces import (  # type: ignore[import-not-found]
+        from nemo_rl.environments.interfaces import (
             EnvironmentInterface,
             EnvironmentReturn,
         )

@@ -14,9 +14,10 @@ async with gym_ray.RayPool(env, model, workers=8, concurrency=2048) as pool:
 ```
 
 - **Specs, not pickles.** Each actor rebuilds the environment, model and harness from
-  the run's `RunSpec` (`registry.build(spec)`), so they must be rebuildable: built by
-  name, `Described`, or registered by import path (secrets such as API keys come from
-  the actors' environment, never from a spec).
+  the run's `RunSpec` (`registry.rebuild(spec, trust_code=True)`: the driver's own
+  specs), so they must be rebuildable: built by name, `Described`, or registered by
+  import path (secrets such as API keys come from the actors' environment, never from
+  a spec).
 - **Lazy, work-stealing dispatch.** The driver pulls (task, repeat) pairs lazily and
   hands them, in small chunks, to whichever actor has room: each actor holds at most
   its share of `concurrency` (rounded up), so a slow actor gets less work, not the
@@ -44,20 +45,21 @@ import os
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from nemo_gym.errors import ConfigError, NemoGymError, require
 from nemo_gym.lifecycle import close_all
+from nemo_gym.options import DEFAULT_CONCURRENCY, STREAM_OPTIONS, RunSettings, StreamOptions
 from nemo_gym.protocols import Environment, Harness, Model, as_verifier
-from nemo_gym.records import Failure, Rollout, RunSpec, Sampling, Task, Timings, Trajectory
+from nemo_gym.records import Failure, Rollout, RunSpec, Task, Timings, Trajectory
 from nemo_gym.runner import (
-    DEFAULT_CONCURRENCY,
     check_seeding,
     default_harness,
     derive_seed,
+    grouped,
     rollout,
     run_spec,
     work_items,
@@ -147,9 +149,11 @@ class RolloutWorker:
         self._running: set[asyncio.Task[Rollout]] = set()
         self._headers: dict[str, tuple[RunSpec, float | None, str]] = {}
         try:
-            self.env = registry.build(self.spec.env)
-            self.model = registry.build(self.spec.model)
-            self.harness = registry.build(self.spec.harness)
+            # The spec is the driver's own (built from its objects in this run), so
+            # import paths it names are the user's code, not a file's.
+            self.env = registry.rebuild(self.spec.env, trust_code=True)
+            self.model = registry.rebuild(self.spec.model, trust_code=True)
+            self.harness = registry.rebuild(self.spec.harness, trust_code=True)
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
 
@@ -167,7 +171,7 @@ class RolloutWorker:
             self._headers[header] = found
         return found
 
-    async def run(self, header: str, items: list[_Item]) -> AsyncIterator[list[Rollout]]:
+    async def run(self, header: str, items: list[_Item]) -> AsyncGenerator[list[Rollout], None]:
         """Run `items` at once; yield what finished, whenever something has."""
         spec, timeout, run_id = self._header(header)
         pending: set[asyncio.Task[Rollout]] = set()
@@ -281,6 +285,10 @@ def _lost(
         ),
         timings=Timings(started_at=time.time(), duration_s=0.0),
     )
+
+
+# A pool runs one harness at one concurrency, set when it is built.
+_POOL_OPTIONS = STREAM_OPTIONS - {"harness", "concurrency", "keep_open"}
 
 
 class RayPool:
@@ -421,21 +429,23 @@ class RayPool:
 
     # ----------------------------------------------------------------- streams
 
-    async def rollouts(
-        self,
-        *,
-        tasks: Iterable[Task] | None = None,
-        split: str = "test",
-        limit: int | None = None,
-        repeats: int = 1,
-        seed: int | None = 0,
-        sampling: Sampling | None = None,
-        timeout: float | None = None,
-        run_id: str | None = None,
-        skip: set[tuple[str, int]] | frozenset[tuple[str, int]] | None = None,
-        _whole_groups: bool = False,
-    ) -> AsyncIterator[Rollout]:
-        """Like `nemo_gym.rollouts`, over the pool's actors (see the module doc)."""
+    def rollouts(self, **options: Unpack[StreamOptions]) -> AsyncGenerator[Rollout, None]:
+        """Like `nemo_gym.rollouts`, over the pool's actors (see the module doc); the
+        harness and concurrency are the pool's."""
+        return self.run_stream(RunSettings.of(options, _POOL_OPTIONS, "RayPool.rollouts"))
+
+    async def run_stream(
+        self, run: RunSettings, *, whole_groups: bool = False
+    ) -> AsyncGenerator[Rollout, None]:
+        """`rollouts` with its options as one `RunSettings` (see `runner.run_stream`)."""
+        tasks, split, limit, repeats = run.tasks, run.split, run.limit, run.repeats
+        seed, sampling, timeout, run_id, skip = (
+            run.seed,
+            run.sampling,
+            run.timeout,
+            run.run_id,
+            run.skip,
+        )
         if repeats < 1:
             raise ConfigError(f"repeats must be >= 1, got {repeats}")
         if self._streaming:
@@ -457,7 +467,7 @@ class RayPool:
         header = json.dumps(
             {"spec": spec.model_dump(mode="json"), "timeout": timeout, "run_id": run_id}
         )
-        work = work_items(self.env, tasks, split, limit, repeats, skip, whole_groups=_whole_groups)
+        work = work_items(self.env, tasks, split, limit, repeats, skip, whole_groups=whole_groups)
         stream = _Stream(self, header, spec, run_id, work, seed)
         self._streaming = True
         self._wake = stream.events
@@ -469,14 +479,12 @@ class RayPool:
             self._streaming = False
             await stream.stop()
 
-    async def groups(self, *, repeats: int, **options: Any) -> AsyncIterator[list[Rollout]]:
+    def groups(self, **options: Unpack[StreamOptions]) -> AsyncGenerator[list[Rollout], None]:
         """Like `nemo_gym.groups`, over the pool's actors: whole groups, as each completes."""
-        from nemo_gym.runner import grouped
-
-        stream = self.rollouts(repeats=repeats, _whole_groups=True, **options)
-        async with aclosing(grouped(stream, repeats)) as found:
-            async for group in found:
-                yield group
+        if "repeats" not in options:
+            raise TypeError("groups() needs repeats= (the size of each group)")
+        run = RunSettings.of(options, _POOL_OPTIONS, "RayPool.groups")
+        return grouped(self.run_stream(run, whole_groups=True), run.repeats)
 
 
 class _Stream:
@@ -578,7 +586,7 @@ class _Stream:
             return
         self.events.put_nowait(("done", chunk, None))
 
-    async def run(self) -> AsyncIterator[Rollout]:
+    async def run(self) -> AsyncGenerator[Rollout, None]:
         pool = self.pool
         while True:
             self._dispatch()
@@ -663,25 +671,64 @@ class _Stream:
 # --------------------------------------------------------------------------- one-shot API
 
 
-async def rollouts(
+def rollouts(
     env: Environment,
     model: Model,
     *,
     workers: int = 2,
     address: str | None = None,
-    harness: Harness | None = None,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    keep_open: bool = False,
     actor_options: dict[str, Any] | None = None,
-    **options: Any,
-) -> AsyncIterator[Rollout]:
+    **options: Unpack[StreamOptions],
+) -> AsyncGenerator[Rollout, None]:
     """`nemo_gym.rollouts` over `workers` Ray actors started for this call.
 
     The Ray session: the initialised one, else `address`, else a local loopback one
     (see `session`). The environment, its verifier and the harness given here are
     closed at the end unless `keep_open` (the actors close their own copies).
     """
-    harness = harness or default_harness(env)
+    run = RunSettings.of(options, STREAM_OPTIONS, "rollouts")
+    return run_stream(
+        env, model, run, workers=workers, address=address, actor_options=actor_options
+    )
+
+
+def groups(
+    env: Environment,
+    model: Model,
+    *,
+    workers: int = 2,
+    address: str | None = None,
+    actor_options: dict[str, Any] | None = None,
+    **options: Unpack[StreamOptions],
+) -> AsyncGenerator[list[Rollout], None]:
+    """`nemo_gym.groups` over Ray actors started for this call (options of `rollouts`)."""
+    if "repeats" not in options:
+        raise TypeError("groups() needs repeats= (the size of each group)")
+    run = RunSettings.of(options, STREAM_OPTIONS, "groups")
+    stream = run_stream(
+        env,
+        model,
+        run,
+        workers=workers,
+        address=address,
+        actor_options=actor_options,
+        whole_groups=True,
+    )
+    return grouped(stream, run.repeats)
+
+
+async def run_stream(
+    env: Environment,
+    model: Model,
+    run: RunSettings,
+    *,
+    workers: int = 2,
+    address: str | None = None,
+    actor_options: dict[str, Any] | None = None,
+    whole_groups: bool = False,
+) -> AsyncGenerator[Rollout, None]:
+    """`rollouts` with its options as one `RunSettings` (what `collect` calls)."""
+    harness = run.harness or default_harness(env)
     verifier = as_verifier(env.verifier)
     try:
         with session(address):
@@ -690,28 +737,17 @@ async def rollouts(
                 model,
                 harness=harness,
                 workers=workers,
-                concurrency=concurrency,
+                concurrency=run.concurrency,
                 actor_options=actor_options,
             )
             try:
                 await pool.start()
-                async with aclosing(pool.rollouts(**options)) as stream:
+                stream = pool.run_stream(run, whole_groups=whole_groups)
+                async with aclosing(stream):
                     async for item in stream:
                         yield item
             finally:
                 await pool.aclose()
     finally:
-        if not keep_open:
+        if not run.keep_open:
             await close_all(env, verifier, harness)
-
-
-async def groups(
-    env: Environment, model: Model, *, repeats: int, **options: Any
-) -> AsyncIterator[list[Rollout]]:
-    """`nemo_gym.groups` over Ray actors started for this call (options of `rollouts`)."""
-    from nemo_gym.runner import grouped
-
-    stream = rollouts(env, model, repeats=repeats, _whole_groups=True, **options)
-    async with aclosing(grouped(stream, repeats)) as found:
-        async for group in found:
-            yield group

@@ -376,7 +376,7 @@ def reward_funcs(
             pending = scorer.prepare(completions, kwargs)
             if inspect.isawaitable(pending):
                 pending = scorer.loop.run(pending)  # type: ignore[arg-type]
-            return scorer.finish(pending, kwargs)  # type: ignore[arg-type]
+            return scorer.finish(pending, kwargs)
 
     score.__name__ = score.__qualname__ = scorer.name
     return [score]
@@ -431,7 +431,7 @@ def trainer_policy(trainer: Any) -> Model:
     if getattr(trainer, "use_vllm", False):
         generation = trainer.vllm_generation
         if getattr(trainer, "vllm_mode", "server") == "colocate":
-            from nemo_gym.models import VLLM  # type: ignore[attr-defined]
+            from nemo_gym.models import VLLM
 
             return VLLM(engine=generation.llm)
         from nemo_gym.models.openai import OpenAIChat

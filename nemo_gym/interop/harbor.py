@@ -42,7 +42,7 @@ import math
 import shlex
 import tarfile
 import tomllib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -484,7 +484,7 @@ class HarborOracle(Described):
     def __init__(self, *, timeout: float = 600.0) -> None:
         self.timeout = timeout
 
-    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
+    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]:
         if not isinstance(episode, HarborEpisode) or episode.sandbox is None:
             raise EpisodeError("HarborOracle needs a HarborEnv episode")
         for message in opening_messages(task, None, episode):

@@ -37,7 +37,7 @@ import asyncio
 import contextvars
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from nemo_gym.errors import HarnessError, MissingDependency, ToolError
@@ -208,7 +208,7 @@ def from_langchain(message: BaseMessage) -> Message:
         )
     if isinstance(message, ChatMessage) and message.role in ("system", "user", "assistant", "tool"):
         return Message(
-            role=message.role,  # type: ignore[arg-type]
+            role=message.role,
             content=_text(message.content, f"{message.role} message"),
         )
     raise HarnessError(f"cannot convert a LangChain {type(message).__name__} to a Message")
@@ -508,10 +508,10 @@ GraphFactory = Callable[[ChatNemoGym, list[BaseTool]], Any]
 def _load_factory(graph: str | GraphFactory) -> GraphFactory:
     if callable(graph):
         return graph
-    from nemo_gym.registry import _import  # one import-path reader for the package
+    from pkgutil import resolve_name
 
     try:
-        found = _import(graph)
+        found = resolve_name(graph)
     except Exception as exc:
         raise HarnessError(f"LangGraphAgent(graph={graph!r}): cannot import it: {exc}") from exc
     if not callable(found):
@@ -566,7 +566,7 @@ class LangGraphAgent(Described):
         """The graph's input state for the opening messages."""
         return {self.messages_key: [to_langchain(m) for m in messages]}
 
-    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
+    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]:
         messages = opening_messages(task, self.system_prompt, episode)
         for message in messages:
             yield message

@@ -576,9 +576,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     options = dict(args.option)
     if ":" in args.env:
-        from nemo_gym.registry import _import
+        from pkgutil import resolve_name
 
-        env = _import(args.env)(**options)
+        env = resolve_name(args.env)(**options)
     else:
         env = make(args.env, **options)
     server = ToolServer(env, args.task, split=args.split)

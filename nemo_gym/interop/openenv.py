@@ -307,9 +307,9 @@ class OpenEnv(Env):
         if self._factory is None:
             factory = self.env
             if isinstance(factory, str):
-                from nemo_gym.registry import _import
+                from pkgutil import resolve_name
 
-                factory = _import(factory)
+                factory = resolve_name(factory)
             if not callable(factory):
                 raise EpisodeError(f"OpenEnv(env={self.env!r}) is not callable")
             self._factory = factory

@@ -151,9 +151,9 @@ class VerifiersEnv(Env):
         if self._loaded is None:
             found = self.taskset
             if isinstance(found, str):
-                from nemo_gym.registry import _import
+                from pkgutil import resolve_name
 
-                found = _import(found)
+                found = resolve_name(found)
             if callable(found) and not isinstance(found, vf.Taskset):
                 found = found()
             found = getattr(found, "taskset", found)

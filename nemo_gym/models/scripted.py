@@ -69,7 +69,7 @@ class ScriptedModel:
             reply = self._function(request)
             if inspect.isawaitable(reply):
                 reply = await reply
-            return _as_response(reply)  # type: ignore[arg-type]
+            return _as_response(reply)
         if self._next >= len(self._replies):
             if not self._cycle or not self._replies:
                 raise ModelError(f"ScriptedModel ran out of replies after {self._next}")

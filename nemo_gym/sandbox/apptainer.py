@@ -157,7 +157,7 @@ class ApptainerProvider(Provider):
         )
 
     async def create(self, spec: SandboxSpec | None = None) -> WorkerSandbox:
-        """Start a sandbox the caller must `close()` (`start` is the context-managed form)."""
+        """Start a sandbox the caller must `aclose()` (`start` is the context-managed form)."""
         spec = spec or SandboxSpec()
         if not spec.image and self.image:
             spec = spec.model_copy(update={"image": self.image})

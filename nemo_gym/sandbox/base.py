@@ -208,14 +208,14 @@ class WorkerSandbox:
         except BaseException as exc:
             if isinstance(exc, TimeoutError):
                 self._error = f"the worker did not start within {timeout:g}s"
-            await asyncio.shield(self.close())
+            await asyncio.shield(self.aclose())
             if not isinstance(exc, SandboxError | TimeoutError):
                 raise  # cancellation and the like pass through, the sandbox released
             raise SandboxError(
                 f"{self.provider} sandbox could not start: {self._error}{self._stderr_text()}"
             ) from (None if isinstance(exc, SandboxError) else exc)
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Stop the worker and everything it started, and release the sandbox. Idempotent."""
         if self._closed:
             return
@@ -255,7 +255,7 @@ class WorkerSandbox:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+        await self.aclose()
 
     @property
     def alive(self) -> bool:
@@ -777,4 +777,4 @@ class Provider:
         try:
             yield sandbox
         finally:
-            await finish_despite_cancellation(sandbox.close())
+            await finish_despite_cancellation(sandbox.aclose())

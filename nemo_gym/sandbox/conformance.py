@@ -19,7 +19,7 @@ one `CheckOutcome` per check.
 
 What it covers: exec and exit codes, stdout/stderr, stdin (also large and absent), env,
 cwd, timeouts, output caps, binary files in and out, concurrent execs, no capability
-held or gainable (remounts and unmounts refused, also as root), `close` being
+held or gainable (remounts and unmounts refused, also as root), `aclose` being
 idempotent, cleanup when an exec is cancelled mid-run, cleanup when the sandbox's
 owner process is SIGKILLed, and `network="loopback"` reaching its port and nothing else.
 The cancellation and owner-killed checks look for leftover processes in this host's
@@ -320,18 +320,18 @@ async def check_concurrent_execs(ctx: CheckContext) -> None:
 
 @check
 async def check_close(ctx: CheckContext) -> None:
-    """`close` is idempotent; a closed sandbox refuses work with `SandboxError`."""
+    """`aclose` is idempotent; a closed sandbox refuses work with `SandboxError`."""
     async with ctx.provider.start(ctx.spec) as box:
         _expect((await box.exec("true")).ok, "a first exec works")
-        await box.close()
-        await box.close()
+        await box.aclose()
+        await box.aclose()
         try:
             await box.exec("true")
         except SandboxError:
             pass
         else:
             raise AssertionError("exec on a closed sandbox raised no SandboxError")
-    # Leaving the context after an explicit close must not fail either.
+    # Leaving the context after an explicit aclose must not fail either.
 
 
 @check

@@ -566,7 +566,7 @@ class DockerSandbox:
             assert handle is not None
             return handle.read()
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Remove the container (force); idempotent."""
         if self._closed:
             return
@@ -740,7 +740,7 @@ class DockerProvider(Provider):
             )
 
     async def create(self, spec: SandboxSpec | None = None) -> DockerSandbox:
-        """Create and start a container; the caller must `close()` it (prefer `start`)."""
+        """Create and start a container; the caller must `aclose()` it (prefer `start`)."""
         spec = spec or SandboxSpec()
         unknown = set(spec.options) - set(self.options)
         if unknown:
@@ -806,7 +806,7 @@ class DockerProvider(Provider):
             # The container runs before its forwarder has bound the ports: wait for it.
             ready = await sandbox.exec(["sh", "-c", _WAIT_FORWARDER], timeout=30)
             if not ready.ok:
-                await finish_despite_cancellation(sandbox.close())
+                await finish_despite_cancellation(sandbox.aclose())
                 raise SandboxError(
                     f"docker: the port forwarder of {image!r} did not start (the image "
                     f"needs {options['python']!r}): {ready.stdout}{ready.stderr}"

@@ -155,7 +155,7 @@ class LocalProvider(Provider):
         self.use_cgroup = use_cgroup
 
     async def create(self, spec: SandboxSpec | None = None) -> WorkerSandbox:
-        """Start a sandbox the caller must `close()` (`start` is the context-managed form)."""
+        """Start a sandbox the caller must `aclose()` (`start` is the context-managed form)."""
         spec = spec or SandboxSpec()
         if spec.image:
             logger.warning("the local provider runs on the host; image %r is ignored", spec.image)

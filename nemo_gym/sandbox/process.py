@@ -77,7 +77,7 @@ class ProcessProvider(Provider):
         self._warned: set[str] = set()
 
     async def create(self, spec: SandboxSpec | None = None) -> ProcessSandbox:
-        """Start a sandbox the caller must `close()` (`start` is the context-managed form)."""
+        """Start a sandbox the caller must `aclose()` (`start` is the context-managed form)."""
         spec = spec or SandboxSpec()
         missing = unenforced(spec)
         if missing and self.strict:

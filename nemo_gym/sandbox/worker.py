@@ -1034,7 +1034,7 @@ class Worker:
                     self.drain_wake()
                     self.reap()
                 elif key.fileobj in self.fd_runs:
-                    self.read_output(key.fileobj)  # type: ignore[arg-type]
+                    self.read_output(key.fileobj)
             self.reap()
         self.kill_all()
 

@@ -108,7 +108,7 @@ class FakeOpenAI:
             reply = self._function(body)
             if inspect.isawaitable(reply):
                 reply = await reply
-            return reply  # type: ignore[return-value]
+            return reply
         if self._next >= len(self._replies):
             if not self._cycle or not self._replies:
                 return None

@@ -786,8 +786,8 @@ class FaultySandbox(_Injector):
         self._check_alive()
         return await self.inner.read_file(path)
 
-    async def close(self) -> None:
-        await self.inner.close()
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 class FaultyProvider(Described, _Injector):

@@ -640,7 +640,7 @@ async def check_invariants(
 
         await _settle()
         left = {t for t in asyncio.all_tasks() - tasks_before if not t.done()}
-        left.discard(asyncio.current_task())  # type: ignore[arg-type]
+        left.discard(asyncio.current_task())
         for task in left:
             report.violate("no asyncio task left behind", repr(task)[:200])
         for pid, cmdline in _children().items():

@@ -79,7 +79,7 @@ class MemorySandbox:
         except KeyError:
             raise FileNotFoundError(f"no such file: {path!r}") from None
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         self.closed = True
 
 
@@ -100,7 +100,7 @@ class MemoryProvider(Described):
         try:
             yield sandbox
         finally:
-            await sandbox.close()
+            await sandbox.aclose()
             self.closed += 1
 
 

@@ -657,7 +657,7 @@ def _as_realset(seq: Sequence) -> RealSet | None:
     if seq.opener in ("{", ""):
         if any(isinstance(item, str) or not item.constant for item in seq.items):
             return None
-        return _union([Interval(v, True, v, True) for v in seq.items], None)  # type: ignore[misc]
+        return _union([Interval(v, True, v, True) for v in seq.items], None)
     return None
 
 

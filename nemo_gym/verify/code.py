@@ -425,7 +425,7 @@ class _Pool:
             if context is not None:
                 await context.__aexit__(None, None, None)
             else:
-                await sandbox.close()
+                await sandbox.aclose()
         except Exception as exc:  # a broken sandbox may fail to close; it is dropped anyway
             logger.debug("closing a sandbox failed: %r", exc)
 

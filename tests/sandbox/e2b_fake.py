@@ -99,7 +99,7 @@ class E2BFake:
                 started.set()
                 await task
                 for sandbox in list(self.sandboxes.values()):
-                    await sandbox.box.close()
+                    await sandbox.box.aclose()
 
             asyncio.run(main())
 
@@ -225,7 +225,7 @@ class E2BFake:
         if sandbox is None:
             await _json(send, 404, {"code": 404, "message": f"sandbox {sandbox_id} not found"})
             return
-        await sandbox.box.close()
+        await sandbox.box.aclose()
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 

@@ -139,7 +139,7 @@ def test_a_live_trainers_sandboxes_are_not_reaped_on_start() -> None:
         async with other.start():
             assert held.id in FAKE.sandboxes  # its owner (this process) is alive
         assert FAKE.sandboxes[held.id].metadata["nemo-gym.owner"] == owner_token()
-        await held.close()
+        await held.aclose()
 
     asyncio.run(main())
 

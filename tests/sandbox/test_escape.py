@@ -229,7 +229,7 @@ async def test_grandchild_outliving_parent(box: WorkerSandbox) -> None:
     )
     result = await box.exec(["python3", "-c", code], timeout=10)
     assert result.ok and result.stdout == "parent done\n", result
-    await box.close()
+    await box.aclose()
     assert await _gone(marker) == [], "the daemonised grandchild survived close()"
 
 

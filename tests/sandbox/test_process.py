@@ -103,8 +103,8 @@ async def test_bad_input_is_a_clear_error() -> None:
 
 async def test_close_is_idempotent_and_final() -> None:
     sb = await ProcessProvider().create()
-    await sb.close()
-    await sb.close()
+    await sb.aclose()
+    await sb.aclose()
     with pytest.raises(SandboxError, match="closed"):
         await sb.exec("true")
 
@@ -144,7 +144,7 @@ async def test_workdir_is_removed_even_if_the_owner_never_closes() -> None:
     sb._channel[1].write_eof()  # what the worker sees when its owner dies: end of input
     await sb._proc.wait()
     assert not os.path.exists(workdir)
-    await sb.close()
+    await sb.aclose()
 
 
 # A worker gone bad: ready, then it answers every request with a frame that claims a
@@ -188,7 +188,7 @@ async def test_a_reply_over_the_output_cap_is_refused_unread(tmp_path) -> None:
         assert time.monotonic() - started < 5  # refused at once, not after a timeout
         assert not sb.alive
     finally:
-        await sb.close()
+        await sb.aclose()
 
 
 async def test_read_file_is_bounded_by_the_file_size_limit() -> None:

@@ -119,11 +119,11 @@ def test_live_sandboxes_are_capped() -> None:
         third = asyncio.create_task(provider.create())
         await asyncio.sleep(0.3)
         assert not third.done() and len(service.sandboxes) == 2
-        await first.close()
+        await first.aclose()
         box = await asyncio.wait_for(third, 20)
         assert len(service.sandboxes) == 2
-        await second.close()
-        await box.close()
+        await second.aclose()
+        await box.aclose()
 
     run(main())
 
@@ -249,7 +249,7 @@ def test_warm_pool_reuses_a_sandbox_only_after_a_checked_reset() -> None:
         )
         assert (await box.exec(["python3", "-c", daemon])).ok
         assert leftover_processes(marker), "the daemonised grandchild did not start"
-        await box.close()
+        await box.aclose()
         assert first_id in service.sandboxes  # back in the pool, not deleted
         with pytest.raises(SandboxError, match="closed"):
             await box.exec("cat secret.txt")  # the old handle cannot reach the next holder
@@ -260,7 +260,7 @@ def test_warm_pool_reuses_a_sandbox_only_after_a_checked_reset() -> None:
         assert not leftover_processes(marker)
         with pytest.raises(OSError):
             await again.read_file("secret.txt")
-        await again.close()
+        await again.aclose()
         await provider.aclose()
         assert service.sandboxes == {}
 
@@ -272,7 +272,7 @@ def test_a_sandbox_whose_reset_fails_is_deleted_not_pooled() -> None:
         provider, service = make(pool_size=1)
         box = await provider.create()
         service.fail_next["exec"] = 1  # the reset's exec
-        await box.close()
+        await box.aclose()
         assert service.sandboxes == {}
 
     run(main())
@@ -393,12 +393,12 @@ def test_a_sandbox_changed_outside_its_scratch_directories_is_not_reused() -> No
         first = box.id
         planted = await box.exec("echo answer=42 > /root/planted && echo x > /dev/shm/y")
         assert planted.ok, planted
-        await box.close()
+        await box.aclose()
         assert first not in service.sandboxes  # deleted, not pooled
         again = await provider.create()
         assert again.id != first
         assert (await again.exec("cat /root/planted")).exit_code != 0
-        await again.close()
+        await again.aclose()
         # A clean give-back is still reused.
         assert again.id in service.sandboxes
         await provider.aclose()

@@ -9,7 +9,7 @@ from typing import Any
 try:  # Python 3.11+: the regular-expression parser behind `re`
     import re._parser as _parser  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover
-    import sre_parse as _parser  # type: ignore[no-redef]
+    import sre_parse as _parser
 
 __all__ = ["regex_example", "schema_example"]
 

@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import inspect
 import string
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -319,7 +319,7 @@ class CLIAgent(Described):
             raise ConfigError(f"task {task.id!r} has no text to give a CLI agent")
         return "\n\n".join(parts)
 
-    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncIterator[Event]:
+    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]:
         endpoint = self.endpoint
         route = await endpoint.route(model)
         provider = self._sandbox_provider()

@@ -81,7 +81,7 @@ def load(
     tasks = [spec.task(row, server) for row in rows]
     env = make(spec.env, **{**spec.options(rows), **env_options})
     env = env.with_tasks(tasks)  # type: ignore[attr-defined]
-    env.harness = _plain(env.harness)  # type: ignore[attr-defined]
+    env.harness = _plain(env.harness)
     return env
 
 

@@ -319,8 +319,8 @@ def _grl_sokoban(row: Row, server: str) -> Task:
     )
     walls = {tuple(w) for w in board["walls"]}
     targets, boxes = frozenset(board["targets"]), frozenset(board["boxes"])
-    plan = solve(walls, targets, boxes, board["player"]) or []  # type: ignore[arg-type]
-    picture = render(board["rows"], board["cols"], walls, targets, boxes, board["player"])  # type: ignore[arg-type]
+    plan = solve(walls, targets, boxes, board["player"]) or []
+    picture = render(board["rows"], board["cols"], walls, targets, boxes, board["player"])
     task = _task(
         row,
         server,

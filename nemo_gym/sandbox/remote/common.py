@@ -450,7 +450,7 @@ class RemoteSandbox:
             raise SandboxError(self._broken)
         await self.exec(["mkdir", "-p", self.spec.workdir], timeout=30)
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Give the sandbox back: reset into the warm pool, or deleted. Idempotent."""
         if self._closed:
             return
@@ -465,7 +465,7 @@ class RemoteSandbox:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+        await self.aclose()
 
 
 def _check_env(env: Mapping[str, str] | None) -> dict[str, str]:
@@ -633,7 +633,7 @@ class RemoteProvider:
         try:
             yield sandbox
         finally:
-            await finish_despite_cancellation(sandbox.close())
+            await finish_despite_cancellation(sandbox.aclose())
 
     async def warm(self, spec: SandboxSpec | None = None, count: int | None = None) -> int:
         """Start sandboxes for `spec` into the pool (up to `count`, at most `pool_size`

@@ -26,7 +26,7 @@ def check_percent_policy(percent: str) -> PercentPolicy:
     """`percent` if it is a `PercentPolicy`, else a ValueError naming the choices."""
     if percent not in PERCENT_POLICIES:
         raise ValueError(f"percent must be one of {PERCENT_POLICIES}, got {percent!r}")
-    return percent  # type: ignore[return-value]
+    return percent
 
 
 @dataclass(frozen=True, slots=True)
