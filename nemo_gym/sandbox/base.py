@@ -310,6 +310,8 @@ class WorkerSandbox:
                 future = self._pending.get(rid)
                 if future is not None and not future.done():
                     future.set_result((header, split_blobs(header, body)))
+                else:
+                    self._caps.pop(rid, None)  # the late reply of a cancelled request
         except _Oversized as exc:
             # Only a broken or subverted worker sends these: nothing it says is trusted now.
             self._fail(f"the {self.provider} sandbox worker sent {exc}; the sandbox is unusable")
@@ -353,6 +355,7 @@ class WorkerSandbox:
         )
         self._pending[rid] = future
         self._caps[rid] = (HEADER_MAX_BYTES + RUN_HEADER_BYTES * runs, reply_bytes)
+        abandoned = False
         try:
             writer.write(encode_frame({**header, "id": rid}, blobs))
             await writer.drain()
@@ -368,10 +371,14 @@ class WorkerSandbox:
             raise SandboxError(self._error or "stuck") from None
         except asyncio.CancelledError:
             self._send_nowait({"op": "kill", "target": rid, "id": self._new_id()})
+            # The worker still answers the killed request: its reply may carry what the
+            # request allowed, and is read and dropped (the reader removes the cap then).
+            abandoned = True
             raise
         finally:
             self._pending.pop(rid, None)
-            self._caps.pop(rid, None)
+            if not abandoned:
+                self._caps.pop(rid, None)
         if not reply.get("ok"):
             if reply.get("errno"):
                 raise OSError(reply["errno"], reply.get("error", ""), reply.get("path"))

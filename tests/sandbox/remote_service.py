@@ -123,7 +123,7 @@ class LocalServiceBackend:
         self.service._maybe_fail("delete")
         held = self.service.sandboxes.pop(sandbox_id, None)
         if held is not None:
-            await self.service.serve(held.sandbox.close())
+            await self.service.serve(held.sandbox.aclose())
 
     async def list(self, selector: dict[str, str]) -> list[RemoteInfo]:
         self.service._maybe_fail("list")
@@ -135,5 +135,5 @@ class LocalServiceBackend:
 
     async def close_all(self) -> None:
         for held in self.service.sandboxes.values():
-            await self.service.serve(held.sandbox.close())
+            await self.service.serve(held.sandbox.aclose())
         self.service.sandboxes.clear()

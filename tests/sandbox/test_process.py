@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -222,3 +223,18 @@ async def test_unenforceable_specs_warn_loudly_or_are_refused(caplog) -> None:
             await strict.create(spec)
     async with strict.start(SandboxSpec(network="host")) as sb:
         assert (await sb.exec("true")).ok
+
+
+async def test_a_cancelled_exec_s_late_reply_leaves_the_sandbox_usable() -> None:
+    # The worker answers a killed request with what it printed so far: that reply is read
+    # and dropped, never taken for an oversized frame (which would end the sandbox).
+    async with ProcessProvider().start(SandboxSpec(network="host")) as sb:
+        task = asyncio.ensure_future(sb.exec("echo partial; sleep 30", timeout=60))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.5)  # the killed command's reply arrives
+        after = await sb.exec("echo after", timeout=10)
+        assert after.ok and after.stdout == "after\n", after
+        assert sb.alive

@@ -28,15 +28,14 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ExecResult, SandboxSpec
 from nemo_gym.sandbox import limits as _limits
-from nemo_gym.sandbox.base import argv_of, finish_despite_cancellation
+from nemo_gym.sandbox.base import Provider, argv_of, finish_despite_cancellation
 from nemo_gym.sandbox.clock import charge, current_clock
 
 logger = logging.getLogger(__name__)
@@ -492,7 +491,7 @@ class _Pool:
         return sum(len(v) for v in self.idle.values())
 
 
-class RemoteProvider:
+class RemoteProvider(Provider):
     """A `SandboxProvider` over a `RemoteBackend`, with the shared machinery above.
 
     Options: `labels` (team, user, workload, run), `timeout_s` (the service-side
@@ -625,15 +624,6 @@ class RemoteProvider:
             raise
         sandbox.started_at, _, sandbox.baseline = found.stdout.strip().partition(" ")
         return sandbox
-
-    @asynccontextmanager
-    async def start(self, spec: SandboxSpec | None = None) -> AsyncIterator[RemoteSandbox]:
-        """`async with provider.start(spec) as sandbox:`; closed on exit, also on error."""
-        sandbox = await self.create(spec)
-        try:
-            yield sandbox
-        finally:
-            await finish_despite_cancellation(sandbox.aclose())
 
     async def warm(self, spec: SandboxSpec | None = None, count: int | None = None) -> int:
         """Start sandboxes for `spec` into the pool (up to `count`, at most `pool_size`
