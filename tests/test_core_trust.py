@@ -804,6 +804,8 @@ async def test_run_result_has_the_rollouts_when_written_to_disk(tmp_path: Path) 
 def test_async_tests_need_nothing_but_pytest(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
+        import pytest
+
         import nemo_gym as gym
 
         async def exact(task, trajectory):
@@ -811,10 +813,12 @@ def test_async_tests_need_nothing_but_pytest(pytester: pytest.Pytester) -> None:
 
         TASK = gym.Task(prompt="2+2?", answer="4")
 
+        @pytest.mark.nemo_gym
         async def test_passes():
             result = await gym.testing.verify(exact, task=TASK, response="4")
             assert result.reward == 1.0
 
+        @pytest.mark.nemo_gym
         async def test_fails():
             result = await gym.testing.verify(exact, task=TASK, response="5")
             assert result.reward == 1.0
