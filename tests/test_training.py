@@ -9,6 +9,7 @@ import torch
 from charpolicy import EOS, CharPolicy, Counter, adder, decode, encode
 from hypothesis import given
 from hypothesis import strategies as st
+from tinyllama import tiny_llama
 
 import nemo_gym as gym
 from nemo_gym import training
@@ -338,26 +339,13 @@ def test_a_sample_whose_weights_changed_mid_call_is_excluded() -> None:
     assert item.excluded.startswith("mixed weights")
 
 
-def tiny_llama():
+def tiny_model():
     transformers = pytest.importorskip("transformers")
     from nemo_gym.models.local import converted_checkpoint, embedded_gguf_path
 
     directory, _ = converted_checkpoint(embedded_gguf_path())
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        tie_word_embeddings=True,
-        attention_dropout=0.5,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config), tokenizer
+    return tiny_llama(tokenizer, attention_dropout=0.5), tokenizer
 
 
 def test_a_training_forward_while_the_model_generates_is_refused() -> None:
@@ -366,7 +354,7 @@ def test_a_training_forward_while_the_model_generates_is_refused() -> None:
     import asyncio
     import threading
 
-    model, tokenizer = tiny_llama()
+    model, tokenizer = tiny_model()
     model.train()
     policy = gym.models.LivePolicy(model, tokenizer)
     in_batch, release = threading.Event(), threading.Event()
@@ -403,7 +391,7 @@ def test_a_training_forward_while_the_model_generates_is_refused() -> None:
 def test_generation_copy_moves_only_on_sync() -> None:
     import asyncio
 
-    model, tokenizer = tiny_llama()
+    model, tokenizer = tiny_model()
     copy = training.GenerationCopy(model, tokenizer)
     assert copy.model is not model and copy.policy.model is copy.model
     with torch.no_grad():

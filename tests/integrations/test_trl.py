@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from charpolicy import EOS, CharPolicy, Counter, adder, decode
+from tinyllama import tiny_llama
 
 import nemo_gym as gym
 from nemo_gym.errors import ConfigError, SandboxError, ToolError
@@ -423,27 +424,6 @@ def tokenizer(smollm2_tokenizer):
     return smollm2_tokenizer
 
 
-def tiny_llama(tokenizer, seed: int = 0):
-    import torch
-    import transformers
-
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    return transformers.LlamaForCausalLM(config)
-
-
 def grpo_config(tmp_path, **overrides):
     fields = dict(
         output_dir=str(tmp_path),
@@ -629,7 +609,9 @@ def test_grpo_groups_split_across_processes_hold_distinct_samples(tmp_path) -> N
     from pathlib import Path
 
     script = Path(__file__).with_name("trl_world.py")
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    tests = str(Path(__file__).parents[1])  # trl_world imports the shared tiny model
+    path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     command += ["--nproc_per_node", "2", str(script), str(tmp_path)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

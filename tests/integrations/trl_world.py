@@ -14,9 +14,9 @@ import os
 import sys
 from pathlib import Path
 
-import torch
 import transformers
 import trl
+from tinyllama import tiny_llama
 
 import nemo_gym as gym
 from nemo_gym.integrations import trl as gym_trl
@@ -30,21 +30,7 @@ async def lengthy(task: gym.Task, trajectory: gym.Trajectory) -> float:
 def main(out: Path) -> None:
     directory, _ = converted_checkpoint(embedded_gguf_path())
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)  # the same initial weights on both processes, as DDP expects
-    model = transformers.LlamaForCausalLM(config)
+    model = tiny_llama(tokenizer, seed=0)  # the same initial weights on both processes
     tasks = [gym.Task(id=f"q{i}", prompt=f"Write something about {i}.") for i in range(4)]
     env = gym.Env(lengthy, name="lengthy", tasks={"train": tasks})
     s = gym_trl.spec(env, split="train")

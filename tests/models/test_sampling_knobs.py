@@ -7,6 +7,7 @@ VLLM's: `test_vllm.py::test_sampling_extra_reaches_sampling_params` (vLLM's venv
 from __future__ import annotations
 
 import pytest
+from tinyllama import tiny_llama
 
 import nemo_gym as gym
 from nemo_gym.errors import ModelError
@@ -92,19 +93,7 @@ def tiny():
 
     directory, _ = converted_checkpoint(embedded_gguf_path())
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config), tokenizer
+    return tiny_llama(tokenizer), tokenizer
 
 
 async def test_live_policy_applies_every_knob(tiny) -> None:
