@@ -571,15 +571,7 @@ class RemoteProvider(Provider):
                             # stop this run. `gym sandbox reap` can finish the job.
                             logger.warning("%s: reaping orphans failed: %s", self.name, exc)
             idle = self._pool.idle.get(_pool_key(spec))
-            if idle:
-                sandbox = idle.pop()
-            else:
-                await self._slots.acquire()
-                try:
-                    sandbox = await self._create(spec)
-                except BaseException:
-                    self._slots.release()
-                    raise
+            sandbox = idle.pop() if idle else await self._create_in_slot(spec)
             if clock is not None:
                 clock.sandboxes += 1
             return sandbox
@@ -625,6 +617,15 @@ class RemoteProvider(Provider):
         sandbox.started_at, _, sandbox.baseline = found.stdout.strip().partition(" ")
         return sandbox
 
+    async def _create_in_slot(self, spec: SandboxSpec) -> RemoteSandbox:
+        """A new sandbox holding one of the live-sandbox slots (freed again on failure)."""
+        await self._slots.acquire()
+        try:
+            return await self._create(spec)
+        except BaseException:
+            self._slots.release()
+            raise
+
     async def warm(self, spec: SandboxSpec | None = None, count: int | None = None) -> int:
         """Start sandboxes for `spec` into the pool (up to `count`, at most `pool_size`
         pooled in all); returns how many the pool holds for `spec`."""
@@ -633,13 +634,7 @@ class RemoteProvider(Provider):
         want = min(self.pool_size - len(self._pool), count if count is not None else self.pool_size)
 
         async def one() -> None:
-            await self._slots.acquire()
-            try:
-                sandbox = await self._create(spec)
-            except BaseException:
-                self._slots.release()
-                raise
-            self._pool.idle.setdefault(key, []).append(sandbox)
+            self._pool.idle.setdefault(key, []).append(await self._create_in_slot(spec))
 
         await asyncio.gather(*(one() for _ in range(max(0, want))))
         return len(self._pool.idle.get(key, []))
