@@ -21,6 +21,8 @@ Rows (milliseconds, median and p90 over --n runs):
   `pooled` takes a warm sandbox and gives it back through the checked reset. `e2b`:
   the real E2B SDK against its loopback fake (`tests/sandbox/e2b_fake.py`), whose
   sandboxes are `local` ones: the client's share (SDK, HTTP, Connect) beside `local`.
+  `daytona`: the real Daytona SDK against its loopback fake (`tests/sandbox/daytona_fake.py`);
+  an exec is one call (two with stdin: it is uploaded first), its reply the wrapper's output.
 - `floor: ...`: what the machine charges for the primitives underneath: a bare
   `os.fork()` + `os._exit` + `waitpid` of a small Python process (the worker's imports,
   no sandbox), and `posix_spawn` of `/bin/true`. The fork path cannot beat the first.
@@ -216,6 +218,28 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
         )
     except ImportError:
         print("skipping e2b: the e2b extra is not installed")
+    daytona_fake = None
+    try:
+        import daytona  # noqa: F401
+
+        from tests.sandbox.daytona_fake import DaytonaFake
+
+        daytona_fake = DaytonaFake()
+        daytona_fake.start()
+        providers.append(
+            (
+                "daytona (SDK, loopback fake)",
+                get(
+                    "daytona",
+                    api_url=daytona_fake.api_url,
+                    api_key="dtn_" + "0" * 40,
+                    target="us",
+                    labels=labels,
+                ),
+            )
+        )
+    except ImportError:
+        print("skipping daytona: its SDK is not installed (bash scripts/install-daytona.sh)")
     rows = []
     for label, provider in providers:
 
@@ -233,6 +257,8 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
             await provider.aclose()
     if fake is not None:
         fake.stop()
+    if daytona_fake is not None:
+        daytona_fake.stop()
     return rows
 
 

@@ -198,6 +198,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "docker": "nemo_gym.sandbox.docker:DockerProvider",
         "apptainer": "nemo_gym.sandbox.apptainer:ApptainerProvider",
         "e2b": "nemo_gym.sandbox.remote.e2b:E2BProvider",
+        "daytona": "nemo_gym.sandbox.remote.daytona:DaytonaProvider",
     },
 }
 

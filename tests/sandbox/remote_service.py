@@ -137,3 +137,56 @@ class LocalServiceBackend:
         for held in self.service.sandboxes.values():
             await self.service.serve(held.sandbox.aclose())
         self.service.sandboxes.clear()
+
+
+class ThreadedServer:
+    """An ASGI app served by uvicorn on 127.0.0.1, on an event loop in a thread of its own
+    (as a service runs apart from its clients); `loop` is that loop once started."""
+
+    def __init__(self, app: Any, *, name: str) -> None:
+        self.app = app
+        self.name = name
+        self.url = ""
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, on_stop: Any = None) -> str:
+        """Serve; `on_stop` (a coroutine function) runs on the loop after the server stops."""
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="none"
+        )
+        server = self._server = uvicorn.Server(config)
+        started = threading.Event()
+
+        async def main() -> None:
+            self.loop = asyncio.get_running_loop()
+            task = asyncio.create_task(server.serve())
+            # uvicorn offers no event for "listening"; its flag is polled.
+            while not server.started:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            started.set()
+            await task
+            if on_stop is not None:
+                await on_stop()
+
+        self._thread = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
+        self._thread.start()
+        if not started.wait(30):
+            raise RuntimeError(f"the {self.name} fake did not start")
+        port = server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def run(self, coro: Any) -> Any:
+        """Run `coro` on the service's loop from another thread (for test set-up)."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)

@@ -1,0 +1,188 @@
+"""The `daytona` provider, through the real Daytona SDK, against a loopback fake of
+Daytona's API and toolbox (`tests/sandbox/daytona_fake.py`), whose sandboxes are `local` ones."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import subprocess
+import sys
+from typing import Any, ClassVar
+
+import pytest
+
+pytest.importorskip(
+    "daytona", reason="the daytona extra is not installed (bash scripts/install-daytona.sh)"
+)
+
+from nemo_gym.errors import ConfigError, SandboxError
+from nemo_gym.records import ResourceLimits, SandboxSpec
+from nemo_gym.sandbox import get
+from nemo_gym.sandbox.conformance import ConformanceSuite
+from nemo_gym.sandbox.local import unavailable_reason
+from nemo_gym.sandbox.remote.common import Labels, owner_token
+from nemo_gym.sandbox.remote.daytona import DaytonaProvider
+from tests.sandbox.daytona_fake import DaytonaFake
+
+pytestmark = pytest.mark.skipif(
+    unavailable_reason() is not None, reason=f"the fake needs `local`: {unavailable_reason()}"
+)
+
+FAKE = DaytonaFake()
+if unavailable_reason() is None:
+    FAKE.start()
+LABELS = {"team": "rl", "user": "alice", "workload": "swe", "run": "r1"}
+OPTIONS: dict[str, Any] = {
+    "api_url": FAKE.api_url if FAKE.url else "http://127.0.0.1:9/api",
+    "api_key": "dtn_" + "0" * 40,
+    "target": "us",
+    "labels": LABELS,
+    "retries": 3,
+}
+
+
+class TestConformance(ConformanceSuite):
+    provider = "daytona"
+    options: ClassVar[dict[str, Any]] = OPTIONS
+    skip: ClassVar[dict[str, str]] = {
+        "loopback_network": "a Daytona sandbox cannot reach this host's 127.0.0.1 (ConfigError)",
+        "owner_killed": "a remote sandbox outlives its owner until Daytona's TTL (always "
+        "set) or a reap; test_a_killed_runs_sandboxes_are_reaped_by_label covers it",
+    }
+
+
+class TestConformanceThroughPool(TestConformance):
+    options: ClassVar[dict[str, Any]] = {**OPTIONS, "pool_size": 2}
+
+
+def provider(**extra: Any) -> DaytonaProvider:
+    made = get("daytona", **{**OPTIONS, **extra})
+    assert isinstance(made, DaytonaProvider)
+    return made
+
+
+def test_registered_and_sends_labels_ttl_network_and_resources() -> None:
+    async def main() -> None:
+        p = provider(timeout_s=1200, cpu=2, disk_gib=5)
+        spec = SandboxSpec(image="python:3.12-slim", limits=ResourceLimits(memory_bytes=3 << 30))
+        async with p.start(spec) as box:
+            held = FAKE.sandboxes[box.id].request
+            assert held.ttl_minutes == math.ceil(1200 / 60)
+            assert held.auto_stop_interval == 0  # a pooled sandbox may idle
+            assert held.network_block_all is True  # network="none"
+            assert (held.cpu, held.memory, held.disk) == (2, 3, 5)
+            assert held.build_info is not None
+            assert "python:3.12-slim" in held.build_info.dockerfile_content
+            assert {k: v for k, v in held.labels.items() if k.startswith("nemo-gym.")} == (
+                Labels.resolve(LABELS).as_dict()
+            )
+        async with p.start(SandboxSpec(network="host")) as box:
+            assert FAKE.sandboxes[box.id].request.network_block_all is False
+        await p.aclose()
+
+    FAKE.requests.clear()
+    asyncio.run(main())
+    assert ("POST", "/api/sandbox") in FAKE.requests
+    assert FAKE.requests[-1][0] == "DELETE" or ("DELETE", FAKE.requests[-2][1]) in FAKE.requests
+
+
+def test_a_create_whose_reply_was_lost_is_retried_without_a_second_sandbox() -> None:
+    async def main() -> str:
+        p = provider(labels={**LABELS, "workload": "lost-reply"})
+        p.retry = type(p.retry)(attempts=3, base_s=0.01)
+        async with p.start() as box:
+            assert (await box.exec("echo ok")).stdout == "ok\n"
+            return box.id
+
+    before = FAKE.created
+    FAKE.fail_next["POST sandbox"] = 1  # throttled before acting
+    FAKE.lose_create_replies = 1  # acted, then the reply was lost
+    asyncio.run(main())
+    assert FAKE.created == before + 1  # the unique name made the retry adopt the first
+    assert not [
+        s for s in FAKE.sandboxes.values() if s.labels.get("nemo-gym.workload") == "lost-reply"
+    ]
+
+
+def test_stdio_files_leave_nothing_behind_and_rlimits_apply() -> None:
+    async def main() -> None:
+        spec = SandboxSpec(limits=ResourceLimits(open_files=64, cpu_seconds=3))
+        async with provider().start(spec) as box:
+            await box.exec("echo earlier", stdin="input")
+            result = await box.exec("ulimit -n; ulimit -t; ls -A /tmp/.nemo-gym-io")
+            # Only this exec's own pid file: no earlier exec's stdin, stdout or stderr.
+            limits, _, left = result.stdout.partition("3\n")
+            assert limits == "64\n" and left.count("\n") == 1 and left.endswith(".pid\n")
+            result = await box.exec("cat", stdin=b"\x00\xffbinary")
+            assert result.stdout.encode("utf-8", "replace") == "\x00\ufffdbinary".encode()
+
+    asyncio.run(main())
+
+
+def test_loopback_network_is_refused_with_a_reason() -> None:
+    async def main() -> None:
+        with pytest.raises(ConfigError, match="loopback"):
+            await provider().create(SandboxSpec(network="loopback", ports=(8000,)))
+
+    asyncio.run(main())
+
+
+def test_a_killed_runs_sandboxes_are_reaped_by_label() -> None:
+    """A trainer process makes two sandboxes through the real SDK and is SIGKILLed; the
+    next provider start of the same team, user and workload deletes them."""
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import asyncio, json, os, sys\n"
+            "from nemo_gym.sandbox import get\n"
+            "p = get('daytona', **json.loads(sys.argv[1]))\n"
+            "async def main():\n"
+            "    a = await p.create(); b = await p.create()\n"
+            "    print(a.id, b.id, flush=True)\n"
+            "    os.kill(os.getpid(), 9)\n"
+            "asyncio.run(main())\n",
+            json.dumps({**OPTIONS, "labels": {**LABELS, "workload": "killed"}}),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -9, child.stderr
+    left = child.stdout.split()
+    assert len(left) == 2 and all(i in FAKE.sandboxes for i in left)
+
+    async def main() -> None:
+        p = provider(labels={**LABELS, "workload": "killed"})
+        async with p.start() as box:
+            assert not any(i in FAKE.sandboxes for i in left)
+            assert box.id in FAKE.sandboxes
+        await p.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_live_trainers_sandboxes_are_not_reaped_on_start() -> None:
+    async def main() -> None:
+        mine = provider(labels={**LABELS, "workload": "live"})
+        held = await mine.create()
+        other = provider(labels={**LABELS, "workload": "live"})
+        async with other.start():
+            assert held.id in FAKE.sandboxes  # its owner (this process) is alive
+        assert FAKE.sandboxes[held.id].labels["nemo-gym.owner"] == owner_token()
+        await held.aclose()
+        await other.aclose()
+        await mine.aclose()
+
+    asyncio.run(main())
+
+
+def test_without_the_sdk_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "daytona", None)
+
+    async def main() -> None:
+        with pytest.raises(SandboxError, match=r"pip install 'nemo-gym\[daytona\]'"):
+            await DaytonaProvider(api_key="x", labels=LABELS).create()
+
+    asyncio.run(main())
