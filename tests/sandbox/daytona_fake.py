@@ -46,7 +46,7 @@ from starlette.requests import Request
 from nemo_gym.records import ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import WorkerSandbox
 from nemo_gym.sandbox.local import LocalProvider
-from tests.sandbox.remote_service import ThreadedServer
+from tests.sandbox.remote_service import ThreadedServer, send_json
 
 
 @dataclass
@@ -105,14 +105,14 @@ class DaytonaFake:
         key = f"{method} {parts[1] if len(parts) > 1 else ''}"
         if self.fail_next.get(key, 0) > 0:
             self.fail_next[key] -= 1
-            await _json(send, 429, _error(429, "ThrottlerException: Too Many Requests"))
+            await send_json(send, 429, _error(429, "ThrottlerException: Too Many Requests"))
             return
         if parts[:2] == ["api", "sandbox"]:
             await self._control(request, send, method, parts[2:])
         elif parts[0] == "toolbox" and len(parts) >= 3:
             await self._toolbox(request, send, method, parts[1], "/".join(parts[2:]))
         else:
-            await _json(send, 404, _error(404, f"Cannot {method} {path}"))
+            await send_json(send, 404, _error(404, f"Cannot {method} {path}"))
 
     async def _control(self, request: Request, send: Any, method: str, rest: list[str]) -> None:
         if not rest and method == "POST":
@@ -122,17 +122,21 @@ class DaytonaFake:
         elif len(rest) == 1 and method in ("GET", "DELETE"):
             sandbox = self._find(rest[0])
             if sandbox is None:
-                await _json(send, 404, _error(404, f"Sandbox with ID or name {rest[0]} not found"))
+                await send_json(
+                    send, 404, _error(404, f"Sandbox with ID or name {rest[0]} not found")
+                )
             elif method == "GET":
-                await _json(send, 200, self._dto(sandbox).to_dict())
+                await send_json(send, 200, self._dto(sandbox).to_dict())
             else:
                 del self.sandboxes[sandbox.id]
                 await sandbox.box.aclose()
                 dto = self._dto(sandbox)
                 dto.state = SandboxState.DESTROYING
-                await _json(send, 200, dto.to_dict())
+                await send_json(send, 200, dto.to_dict())
         else:
-            await _json(send, 404, _error(404, f"Cannot {method} /api/sandbox/{'/'.join(rest)}"))
+            await send_json(
+                send, 404, _error(404, f"Cannot {method} /api/sandbox/{'/'.join(rest)}")
+            )
 
     def _find(self, id_or_name: str) -> FakeSandbox | None:
         if id_or_name in self.sandboxes:
@@ -141,7 +145,7 @@ class DaytonaFake:
 
     async def _create(self, send: Any, body: CreateSandbox) -> None:
         if body.name and self._find(body.name) is not None:
-            await _json(send, 409, _error(409, f"Sandbox with name {body.name} already exists"))
+            await send_json(send, 409, _error(409, f"Sandbox with name {body.name} already exists"))
             return
         spec = SandboxSpec(
             env=dict(body.env or {}),
@@ -156,9 +160,9 @@ class DaytonaFake:
         self.sandboxes[sandbox_id] = sandbox
         if self.lose_create_replies > 0:
             self.lose_create_replies -= 1
-            await _json(send, 502, _error(502, "Bad Gateway"))
+            await send_json(send, 502, _error(502, "Bad Gateway"))
             return
-        await _json(send, 200, self._dto(sandbox).to_dict())
+        await send_json(send, 200, self._dto(sandbox).to_dict())
 
     def _dto(self, sandbox: FakeSandbox) -> Sandbox:
         body = sandbox.request
@@ -196,7 +200,7 @@ class DaytonaFake:
                 continue
             dto = self._dto(sandbox).to_dict()
             items.append(SandboxListItem.from_dict(dto))
-        await _json(send, 200, ListSandboxesResponse(items=items, next_cursor=None).to_dict())
+        await send_json(send, 200, ListSandboxesResponse(items=items, next_cursor=None).to_dict())
 
     # -- the toolbox
 
@@ -205,7 +209,7 @@ class DaytonaFake:
     ) -> None:
         sandbox = self.sandboxes.get(sandbox_id)
         if sandbox is None:
-            await _json(send, 404, _error(404, f"sandbox {sandbox_id} not found"))
+            await send_json(send, 404, _error(404, f"sandbox {sandbox_id} not found"))
         elif route == "process/execute" and method == "POST":
             body = ExecuteRequest.from_json((await request.body()).decode())
             result = await sandbox.box.exec(
@@ -215,24 +219,24 @@ class DaytonaFake:
                 timeout=float(body.timeout or 3600),
             )
             if result.timed_out:
-                await _json(send, 408, _error(408, "command execution timeout"))
+                await send_json(send, 408, _error(408, "command execution timeout"))
                 return
             reply = ExecuteResponse(
                 exit_code=result.exit_code, result=result.stdout + result.stderr
             )
-            await _json(send, 200, reply.to_dict())
+            await send_json(send, 200, reply.to_dict())
         elif route == "files/bulk-upload" and method == "POST":
             form = await request.form(max_part_size=1 << 30)
             for field, value in form.multi_items():
                 if field.endswith(".file") and not isinstance(value, str):
                     path = form.get(field.removesuffix(".file") + ".path") or value.filename
                     await sandbox.box.write_file(str(path), await value.read())
-            await _json(send, 200, None)
+            await send_json(send, 200, None)
         elif route == "files/bulk-download" and method == "POST":
             wanted = FilesDownloadRequest.from_json((await request.body()).decode())
             await self._download(send, sandbox, list(wanted.paths if wanted else []))
         else:
-            await _json(send, 404, _error(404, f"Cannot {method} /{route}"))
+            await send_json(send, 404, _error(404, f"Cannot {method} /{route}"))
 
     async def _download(self, send: Any, sandbox: FakeSandbox, paths: list[str]) -> None:
         boundary = uuid.uuid4().hex
@@ -271,15 +275,3 @@ class DaytonaFake:
 
 def _error(status: int, message: str) -> dict[str, Any]:
     return {"statusCode": status, "message": message, "error": message.split(":")[0]}
-
-
-async def _json(send: Any, status: int, payload: Any) -> None:
-    data = json.dumps(payload).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json")],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})

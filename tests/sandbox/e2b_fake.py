@@ -25,13 +25,11 @@ import datetime
 import itertools
 import json
 import signal
-import threading
 import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from e2b.envd.process import process_pb
 from e2b.envd.process.process_connect import Process, ProcessASGIApplication
 from protobuf import Oneof
@@ -39,6 +37,7 @@ from protobuf import Oneof
 from nemo_gym.records import ExecResult, ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import WorkerSandbox
 from nemo_gym.sandbox.local import LocalProvider
+from tests.sandbox.remote_service import ThreadedServer, send_json
 
 ENVD_VERSION = "0.6.7"
 
@@ -75,52 +74,21 @@ class E2BFake:
         self._pids = itertools.count(100)
         self._local = LocalProvider()
         self._process_app = ProcessASGIApplication(_ProcessService(self))
+        self._server = ThreadedServer(self, name="E2B")
         self.url = ""
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
 
     # -- serving
 
     def start(self) -> str:
-        config = uvicorn.Config(
-            self, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="none"
-        )
-        self._server = uvicorn.Server(config)
-        started = threading.Event()
-
-        def serve() -> None:
-            async def main() -> None:
-                self.loop = asyncio.get_running_loop()
-                task = asyncio.create_task(self._server.serve())  # type: ignore[union-attr]
-                # uvicorn offers no event for "listening"; its flag is polled.
-                while not self._server.started:  # type: ignore[union-attr]  # noqa: ASYNC110
-                    await asyncio.sleep(0.01)
-                started.set()
-                await task
-                for sandbox in list(self.sandboxes.values()):
-                    await sandbox.box.aclose()
-
-            asyncio.run(main())
-
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        if not started.wait(30):
-            raise RuntimeError("the E2B fake did not start")
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = self._server.start(on_stop=self._close_all)
         return self.url
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(30)
+        self._server.stop()
 
-    def run(self, coro: Any) -> Any:
-        """Run `coro` on the service's loop from another thread (for test set-up)."""
-        assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+    async def _close_all(self) -> None:
+        for sandbox in list(self.sandboxes.values()):
+            await sandbox.box.aclose()
 
     # -- ASGI
 
@@ -133,7 +101,7 @@ class E2BFake:
         key = f"{method} {path.split('/')[1] if path.count('/') > 1 else path}"
         if self.fail_next.get(key, 0) > 0:
             self.fail_next[key] -= 1
-            await _json(send, 429, {"code": 429, "message": "rate limit exceeded"})
+            await send_json(send, 429, {"code": 429, "message": "rate limit exceeded"})
             return
         if path.startswith("/process.Process/"):
             await self._process_app(scope, receive, send)
@@ -155,12 +123,12 @@ class E2BFake:
         elif path == "/files":
             await self._files(send, method, headers, query, body)
         else:
-            await _json(send, 404, {"code": 404, "message": f"no route {method} {path}"})
+            await send_json(send, 404, {"code": 404, "message": f"no route {method} {path}"})
 
     async def _create(self, send: Any, headers: dict[str, str], body: dict[str, Any]) -> None:
         key = headers.get("idempotency-key")
         if key and key in self.idempotent:
-            await _json(send, 201, self.idempotent[key])
+            await send_json(send, 201, self.idempotent[key])
             return
         sandbox_id = f"i{next(self._ids):06d}fake"
         spec = SandboxSpec(
@@ -189,9 +157,9 @@ class E2BFake:
             self.idempotent[key] = reply
         if self.lose_create_replies > 0:
             self.lose_create_replies -= 1
-            await _json(send, 502, {"code": 502, "message": "bad gateway"})
+            await send_json(send, 502, {"code": 502, "message": "bad gateway"})
             return
-        await _json(send, 201, reply)
+        await send_json(send, 201, reply)
 
     async def _list(self, send: Any, query: dict[str, list[str]]) -> None:
         wanted: dict[str, str] = {}
@@ -218,12 +186,12 @@ class E2BFake:
                     "metadata": sandbox.metadata,
                 }
             )
-        await _json(send, 200, items)
+        await send_json(send, 200, items)
 
     async def _kill(self, send: Any, sandbox_id: str) -> None:
         sandbox = self.sandboxes.pop(sandbox_id, None)
         if sandbox is None:
-            await _json(send, 404, {"code": 404, "message": f"sandbox {sandbox_id} not found"})
+            await send_json(send, 404, {"code": 404, "message": f"sandbox {sandbox_id} not found"})
             return
         await sandbox.box.aclose()
         await send({"type": "http.response.start", "status": 204, "headers": []})
@@ -242,14 +210,16 @@ class E2BFake:
     ) -> None:
         sandbox = self.sandbox_of(headers)
         if sandbox is None:
-            await _json(send, 502, {"code": 502, "message": "sandbox not found"})
+            await send_json(send, 502, {"code": 502, "message": "sandbox not found"})
             return
         path = (query.get("path") or [""])[0]
         if method == "GET":
             try:
                 data = await sandbox.box.read_file(path)
             except FileNotFoundError:
-                await _json(send, 404, {"code": 404, "message": f"path '{path}' does not exist"})
+                await send_json(
+                    send, 404, {"code": 404, "message": f"path '{path}' does not exist"}
+                )
                 return
             await send(
                 {
@@ -261,23 +231,11 @@ class E2BFake:
             await send({"type": "http.response.body", "body": data})
             return
         if headers.get("content-type") != "application/octet-stream":
-            await _json(send, 415, {"code": 415, "message": "only octet-stream uploads here"})
+            await send_json(send, 415, {"code": 415, "message": "only octet-stream uploads here"})
             return
         await sandbox.box.write_file(path, body)
         name = path.rsplit("/", 1)[-1]
-        await _json(send, 200, [{"name": name, "type": "file", "path": path}])
-
-
-async def _json(send: Any, status: int, payload: Any) -> None:
-    data = json.dumps(payload).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json")],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})
+        await send_json(send, 200, [{"name": name, "type": "file", "path": path}])
 
 
 class _ProcessService(Process):

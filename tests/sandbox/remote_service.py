@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -141,13 +142,12 @@ class LocalServiceBackend:
 
 class ThreadedServer:
     """An ASGI app served by uvicorn on 127.0.0.1, on an event loop in a thread of its own
-    (as a service runs apart from its clients); `loop` is that loop once started."""
+    (as a service runs apart from its clients)."""
 
     def __init__(self, app: Any, *, name: str) -> None:
         self.app = app
         self.name = name
         self.url = ""
-        self.loop: asyncio.AbstractEventLoop | None = None
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -162,7 +162,6 @@ class ThreadedServer:
         started = threading.Event()
 
         async def main() -> None:
-            self.loop = asyncio.get_running_loop()
             task = asyncio.create_task(server.serve())
             # uvicorn offers no event for "listening"; its flag is polled.
             while not server.started:  # noqa: ASYNC110
@@ -186,7 +185,45 @@ class ThreadedServer:
         if self._thread is not None:
             self._thread.join(30)
 
-    def run(self, coro: Any) -> Any:
-        """Run `coro` on the service's loop from another thread (for test set-up)."""
-        assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+
+async def send_json(send: Any, status: int, payload: Any) -> None:
+    """An ASGI reply of `payload` as JSON, with `status`."""
+    data = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
+
+
+_KILLED_TRAINER = """
+import asyncio, json, os, sys
+from nemo_gym.sandbox import get
+p = get(sys.argv[1], **json.loads(sys.argv[2]))
+async def main():
+    a = await p.create(); b = await p.create()
+    print(a.id, b.id, flush=True)
+    os.kill(os.getpid(), 9)
+asyncio.run(main())
+"""
+
+
+def sandboxes_of_a_killed_trainer(provider: str, options: dict[str, Any]) -> list[str]:
+    """The ids of two sandboxes a trainer process made with `get(provider, **options)`
+    before it was SIGKILLed (it never closed them)."""
+    import subprocess
+    import sys
+
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_TRAINER, provider, json.dumps(options)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -9, child.stderr
+    ids = child.stdout.split()
+    assert len(ids) == 2, child.stdout
+    return ids

@@ -4,9 +4,7 @@ Daytona's API and toolbox (`tests/sandbox/daytona_fake.py`), whose sandboxes are
 from __future__ import annotations
 
 import asyncio
-import json
 import math
-import subprocess
 import sys
 from typing import Any, ClassVar
 
@@ -24,6 +22,7 @@ from nemo_gym.sandbox.local import unavailable_reason
 from nemo_gym.sandbox.remote.common import Labels, owner_token
 from nemo_gym.sandbox.remote.daytona import DaytonaProvider
 from tests.sandbox.daytona_fake import DaytonaFake
+from tests.sandbox.remote_service import sandboxes_of_a_killed_trainer
 
 pytestmark = pytest.mark.skipif(
     unavailable_reason() is not None, reason=f"the fake needs `local`: {unavailable_reason()}"
@@ -131,27 +130,10 @@ def test_loopback_network_is_refused_with_a_reason() -> None:
 def test_a_killed_runs_sandboxes_are_reaped_by_label() -> None:
     """A trainer process makes two sandboxes through the real SDK and is SIGKILLed; the
     next provider start of the same team, user and workload deletes them."""
-    child = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import asyncio, json, os, sys\n"
-            "from nemo_gym.sandbox import get\n"
-            "p = get('daytona', **json.loads(sys.argv[1]))\n"
-            "async def main():\n"
-            "    a = await p.create(); b = await p.create()\n"
-            "    print(a.id, b.id, flush=True)\n"
-            "    os.kill(os.getpid(), 9)\n"
-            "asyncio.run(main())\n",
-            json.dumps({**OPTIONS, "labels": {**LABELS, "workload": "killed"}}),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    left = sandboxes_of_a_killed_trainer(
+        "daytona", {**OPTIONS, "labels": {**LABELS, "workload": "killed"}}
     )
-    assert child.returncode == -9, child.stderr
-    left = child.stdout.split()
-    assert len(left) == 2 and all(i in FAKE.sandboxes for i in left)
+    assert all(i in FAKE.sandboxes for i in left)
 
     async def main() -> None:
         p = provider(labels={**LABELS, "workload": "killed"})

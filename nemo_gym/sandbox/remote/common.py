@@ -142,6 +142,30 @@ class TransientError(SandboxError):
     """A call failed in a way worth retrying (throttled, 5xx, connection reset)."""
 
 
+def service_error(
+    service: str, what: str, exc: BaseException, transient: Callable[[BaseException], bool]
+) -> SandboxError:
+    """An SDK's exception as ours: `TransientError` when `transient(exc)` says a retry may
+    succeed (throttled, 5xx, connection lost), else `SandboxError`."""
+    text = f"{service} {what}: {type(exc).__name__}: {exc}"
+    if transient(exc):
+        return TransientError(text)
+    return SandboxError(f"{service} {what} failed: {type(exc).__name__}: {exc}")
+
+
+async def guarded(
+    service: str, what: str, call: Awaitable[T], transient: Callable[[BaseException], bool]
+) -> T:
+    """Await an SDK call, its exceptions turned into ours by `service_error` (our own
+    errors, `ConfigError` and `OSError` pass unchanged)."""
+    try:
+        return await call
+    except (SandboxError, ConfigError, OSError):
+        raise
+    except Exception as exc:
+        raise service_error(service, what, exc, transient) from exc
+
+
 @dataclass(frozen=True)
 class RemoteInfo:
     """One sandbox as the service lists it."""
@@ -714,7 +738,9 @@ __all__ = [
     "RemoteSandbox",
     "RetryPolicy",
     "TransientError",
+    "guarded",
     "label_value",
     "owner_alive",
     "owner_token",
+    "service_error",
 ]

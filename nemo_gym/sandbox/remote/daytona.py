@@ -27,7 +27,12 @@ from typing import Any
 
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ExecResult, SandboxSpec
-from nemo_gym.sandbox.remote.common import RemoteInfo, RemoteProvider, TransientError
+from nemo_gym.sandbox.remote.common import (
+    RemoteInfo,
+    RemoteProvider,
+    guarded,
+    service_error,
+)
 
 __all__ = ["DaytonaBackend", "DaytonaProvider"]
 
@@ -167,14 +172,7 @@ class DaytonaBackend:
         return self._client
 
     async def _guard(self, what: str, call: Any) -> Any:
-        try:
-            return await call
-        except (SandboxError, ConfigError, OSError):
-            raise
-        except Exception as exc:
-            if _transient(exc):
-                raise TransientError(f"daytona {what}: {type(exc).__name__}: {exc}") from exc
-            raise SandboxError(f"daytona {what} failed: {type(exc).__name__}: {exc}") from exc
+        return await guarded(self.name, what, call, _transient)
 
     async def create(
         self, spec: SandboxSpec, *, labels: dict[str, str], timeout_s: float, idempotency_key: str
@@ -213,8 +211,7 @@ class DaytonaBackend:
             # A retry of a create whose reply was lost: the name is taken by our sandbox.
             sandbox = await self._guard("create", client.get(common["name"]))
         except Exception as exc:
-            await self._guard("create", _reraise(exc))
-            raise
+            raise service_error(self.name, "create", exc, _transient) from exc
         self._handles[sandbox.id] = sandbox
         self._rlimits[sandbox.id] = (spec.limits.cpu_seconds, spec.limits.open_files)
         await self._guard(
@@ -325,7 +322,7 @@ class DaytonaBackend:
         except daytona.DaytonaNotFoundError as exc:
             raise FileNotFoundError(2, f"daytona: no such file: {path}", path) from exc
         except Exception as exc:
-            return await self._guard("read_file", _reraise(exc))
+            raise service_error(self.name, "read_file", exc, _transient) from exc
 
     async def delete(self, sandbox_id: str) -> None:
         daytona = _sdk()
@@ -338,7 +335,7 @@ class DaytonaBackend:
         except daytona.DaytonaNotFoundError:
             return  # already gone: deleting is idempotent
         except Exception as exc:
-            await self._guard("delete", _reraise(exc))
+            raise service_error(self.name, "delete", exc, _transient) from exc
 
     async def list(self, selector: dict[str, str]) -> list[RemoteInfo]:
         daytona = _sdk()
@@ -357,10 +354,6 @@ class DaytonaBackend:
         client, self._client = self._client, None
         if client is not None and self._client_loop is asyncio.get_running_loop():
             await client.close()
-
-
-async def _reraise(exc: BaseException) -> Any:
-    raise exc
 
 
 class DaytonaProvider(RemoteProvider):

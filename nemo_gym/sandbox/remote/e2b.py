@@ -15,7 +15,12 @@ from typing import Any
 
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ExecResult, SandboxSpec
-from nemo_gym.sandbox.remote.common import RemoteInfo, RemoteProvider, TransientError
+from nemo_gym.sandbox.remote.common import (
+    RemoteInfo,
+    RemoteProvider,
+    guarded,
+    service_error,
+)
 
 __all__ = ["E2BBackend", "E2BProvider"]
 
@@ -96,14 +101,7 @@ class E2BBackend:
         self._handles: dict[str, Any] = {}
 
     async def _guard(self, what: str, call: Any) -> Any:
-        try:
-            return await call
-        except (SandboxError, ConfigError, OSError):
-            raise
-        except Exception as exc:
-            if _transient(exc):
-                raise TransientError(f"e2b {what}: {type(exc).__name__}: {exc}") from exc
-            raise SandboxError(f"e2b {what} failed: {type(exc).__name__}: {exc}") from exc
+        return await guarded(self.name, what, call, _transient)
 
     async def create(
         self, spec: SandboxSpec, *, labels: dict[str, str], timeout_s: float, idempotency_key: str
@@ -213,7 +211,7 @@ class E2BBackend:
         except e2b.NotFoundException as exc:
             raise FileNotFoundError(2, f"e2b: no such file: {path}", path) from exc
         except Exception as exc:
-            return await self._guard("read_file", _reraise(exc))
+            raise service_error(self.name, "read_file", exc, _transient) from exc
 
     async def delete(self, sandbox_id: str) -> None:
         e2b = _sdk()
@@ -229,10 +227,6 @@ class E2BBackend:
             for info in await self._guard("list", paginator.next_items()):
                 found.append(RemoteInfo(str(info.sandbox_id), dict(info.metadata or {})))
         return found
-
-
-async def _reraise(exc: BaseException) -> Any:
-    raise exc
 
 
 class E2BProvider(RemoteProvider):
