@@ -23,6 +23,8 @@ Rows (milliseconds, median and p90 over --n runs):
   sandboxes are `local` ones: the client's share (SDK, HTTP, Connect) beside `local`.
   `daytona`: the real Daytona SDK against its loopback fake (`tests/sandbox/daytona_fake.py`);
   an exec is one call (two with stdin: it is uploaded first), its reply the wrapper's output.
+  `opensandbox`: the real OpenSandbox SDK against its loopback fake
+  (`tests/sandbox/opensandbox_fake.py`); an exec is one streamed (SSE) call.
 - `floor: ...`: what the machine charges for the primitives underneath: a bare
   `os.fork()` + `os._exit` + `waitpid` of a small Python process (the worker's imports,
   no sandbox), and `posix_spawn` of `/bin/true`. The fork path cannot beat the first.
@@ -239,7 +241,25 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
             )
         )
     except ImportError:
-        print("skipping daytona: its SDK is not installed (bash scripts/install-daytona.sh)")
+        print("skipping daytona: its SDK is not installed (bash scripts/install-remote-sdks.sh)")
+    opensandbox_fake = None
+    try:
+        import opensandbox  # noqa: F401
+
+        from tests.sandbox.opensandbox_fake import OpenSandboxFake
+
+        opensandbox_fake = OpenSandboxFake()
+        opensandbox_fake.start()
+        providers.append(
+            (
+                "opensandbox (SDK, loopback fake)",
+                get("opensandbox", domain=opensandbox_fake.domain, api_key="k", labels=labels),
+            )
+        )
+    except ImportError:
+        print(
+            "skipping opensandbox: its SDK is not installed (bash scripts/install-remote-sdks.sh)"
+        )
     rows = []
     for label, provider in providers:
 
@@ -259,6 +279,8 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
         fake.stop()
     if daytona_fake is not None:
         daytona_fake.stop()
+    if opensandbox_fake is not None:
+        opensandbox_fake.stop()
     return rows
 
 

@@ -199,6 +199,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "apptainer": "nemo_gym.sandbox.apptainer:ApptainerProvider",
         "e2b": "nemo_gym.sandbox.remote.e2b:E2BProvider",
         "daytona": "nemo_gym.sandbox.remote.daytona:DaytonaProvider",
+        "opensandbox": "nemo_gym.sandbox.remote.opensandbox:OpenSandboxProvider",
     },
 }
 

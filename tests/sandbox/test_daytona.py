@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 pytest.importorskip(
-    "daytona", reason="the daytona extra is not installed (bash scripts/install-daytona.sh)"
+    "daytona", reason="the daytona extra is not installed (bash scripts/install-remote-sdks.sh)"
 )
 
 from nemo_gym.errors import ConfigError, SandboxError

@@ -153,6 +153,26 @@ def service_error(
     return SandboxError(f"{service} {what} failed: {type(exc).__name__}: {exc}")
 
 
+class OutputCap:
+    """One output stream received in text chunks, kept up to `limit` bytes (the rest
+    received and dropped, and `truncated` set)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+        self.truncated = False
+
+    def __call__(self, chunk: str) -> None:
+        data = chunk.encode()
+        room = self.limit - len(self.kept)
+        if len(data) > room:
+            self.truncated = True
+        self.kept += data[: max(room, 0)]
+
+    def text(self) -> str:
+        return self.kept.decode("utf-8", errors="replace")
+
+
 async def guarded(
     service: str, what: str, call: Awaitable[T], transient: Callable[[BaseException], bool]
 ) -> T:
@@ -731,6 +751,7 @@ class RemoteProvider(Provider):
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "Labels",
+    "OutputCap",
     "RateLimiter",
     "RemoteBackend",
     "RemoteInfo",

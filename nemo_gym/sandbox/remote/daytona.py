@@ -33,14 +33,12 @@ from nemo_gym.sandbox.remote.common import (
     guarded,
     service_error,
 )
+from nemo_gym.sandbox.remote.shell import IO_DIR, KILL_SCRIPT
 
 __all__ = ["DaytonaBackend", "DaytonaProvider"]
 
 KILL_GRACE_S = 5
 """Seconds Daytona's own exec timeout waits past the command's deadline."""
-
-IO_DIR = "/tmp/.nemo-gym-io"
-"""Where an exec's stdin file and pid file live for the moment they are needed."""
 
 _MARK = "NEMO-GYM-EXEC"
 
@@ -70,18 +68,6 @@ printf '\n'
 the CPU-seconds and open-files limits (`-` for none), `$6` 1 when stdin was uploaded to
 `$1.in` (else /dev/null), then the argv. Prints a marker line with the exit status,
 then stdout and stderr (at most cap+1 bytes each, so a cut shows), base64."""
-
-KILL_SCRIPT = r"""
-for _ in 1 2 3 4 5 6 7 8 9 10; do
-  [ -s "$1.pid" ] && break
-  sleep 0.2
-done
-[ -s "$1.pid" ] && kill -9 "-$(cat "$1.pid")" 2>/dev/null
-rm -f "$1.pid" "$1.in"
-exit 0
-"""
-"""Kill the process group of the exec whose io prefix is `$1` (waiting up to 2s for
-the wrapper to have started it)."""
 
 
 def _sdk() -> Any:

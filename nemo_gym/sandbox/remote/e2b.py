@@ -16,6 +16,7 @@ from typing import Any
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ExecResult, SandboxSpec
 from nemo_gym.sandbox.remote.common import (
+    OutputCap,
     RemoteInfo,
     RemoteProvider,
     guarded,
@@ -48,25 +49,6 @@ def _transient(exc: BaseException) -> bool:
     import httpx
 
     return isinstance(exc, httpx.TransportError)
-
-
-class _Cap:
-    """One stream's bytes, kept up to `limit` (the rest counted and dropped)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.kept = bytearray()
-        self.truncated = False
-
-    def __call__(self, chunk: str) -> None:
-        data = chunk.encode()
-        room = self.limit - len(self.kept)
-        if len(data) > room:
-            self.truncated = True
-        self.kept += data[: max(room, 0)]
-
-    def text(self) -> str:
-        return self.kept.decode("utf-8", errors="replace")
 
 
 class E2BBackend:
@@ -148,7 +130,7 @@ class E2BBackend:
     ) -> ExecResult:
         e2b = _sdk()
         sandbox = self._handle(sandbox_id)
-        out, err = _Cap(output_bytes), _Cap(output_bytes)
+        out, err = OutputCap(output_bytes), OutputCap(output_bytes)
         loop = asyncio.get_running_loop()
         started = loop.time()
         # envd runs `bash -l -c CMD`; `exec` makes the argv the process envd signals.

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Daytona SDK (the `daytona` sandbox provider and tests/sandbox/test_daytona.py)
-# into a venv that already holds the dev extra, changing no package already there.
-# Usage: bash scripts/install-daytona.sh   (PYTHON: the venv's python, default .venv/bin/python)
+# Installs the SDKs of the remote sandbox providers that cannot join the dev extra (the
+# `daytona` and `opensandbox` providers and their tests) into a venv that already holds
+# the dev extra, changing no package already there. CI runs it after the dev extra.
+# Usage: bash scripts/install-remote-sdks.sh   (PYTHON: the venv's python, default .venv/bin/python)
+#
+# opensandbox 1.1.1 pins python-dateutil<3 (the venv has 4.0, which it runs on): it is
+# installed without dependencies, with its one missing one (httpx-sse).
 #
 # Why not `pip install -e '.[daytona]'`: daytona 0.226.1 needs
 # opentelemetry-instrumentation-aiohttp-client, whose newest release on the index (0.66b1)
@@ -16,6 +20,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
+if ! "$PY" -c "import opensandbox" 2>/dev/null; then
+    "$PY" -m pip install -q --no-deps "opensandbox==1.1.1" "httpx-sse==0.4.3"
+    "$PY" -c "from opensandbox import Sandbox"
+fi
 if "$PY" -c "import daytona" 2>/dev/null; then
     exit 0
 fi
