@@ -16,7 +16,7 @@ import json
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from nemo_gym.records import ExecResult, SandboxSpec
 from nemo_gym.sandbox.base import WorkerSandbox
@@ -227,3 +227,127 @@ def sandboxes_of_a_killed_trainer(provider: str, options: dict[str, Any]) -> lis
     ids = child.stdout.split()
     assert len(ids) == 2, child.stdout
     return ids
+
+
+class RemoteProviderChecks:
+    """What every SDK-backed remote provider's tests check against its fake, beside the
+    conformance suite: a subclass named `Test...` sets the class attributes and
+    `labels_held`, and pytest runs these checks for it."""
+
+    provider: ClassVar[str]
+    provider_class: ClassVar[type]
+    sdk_module: ClassVar[str]
+    install_hint: ClassVar[str]
+    """A regex the error without the SDK must match (what to install)."""
+    options: ClassVar[dict[str, Any]]
+    fake: ClassVar[Any]
+    """The fake: `sandboxes` (by id), `created`, `fail_next`, `lose_create_replies`."""
+    throttle_create: ClassVar[str]
+    """The fake's `fail_next` key that throttles a create."""
+
+    def labels_held(self, sandbox_id: str) -> dict[str, str]:
+        """The labels (metadata) the fake holds for a sandbox."""
+        raise NotImplementedError
+
+    def make(self, **extra: Any) -> Any:
+        from nemo_gym.sandbox import get
+
+        made = get(self.provider, **{**self.options, **extra})
+        assert isinstance(made, self.provider_class)
+        return made
+
+    def relabelled(self, workload: str) -> dict[str, str]:
+        return {**self.options["labels"], "workload": workload}
+
+    def test_a_create_whose_reply_was_lost_is_retried_without_a_second_sandbox(self) -> None:
+        async def main() -> None:
+            p = self.make(labels=self.relabelled("lost-reply"))
+            p.retry = type(p.retry)(attempts=3, base_s=0.01)
+            async with p.start() as box:
+                assert (await box.exec("echo ok")).stdout == "ok\n"
+            await p.aclose()
+
+        fake = self.fake
+        before = fake.created
+        fake.fail_next[self.throttle_create] = 1  # throttled before acting
+        fake.lose_create_replies = 1  # acted, then the reply was lost
+        asyncio.run(main())
+        assert fake.created == before + 1  # the retry found the first, made no twin
+        assert not [
+            i
+            for i in fake.sandboxes
+            if self.labels_held(i).get("nemo-gym.workload") == "lost-reply"
+        ]
+
+    def test_loopback_network_is_refused_with_a_reason(self) -> None:
+        from nemo_gym.errors import ConfigError
+        from nemo_gym.records import SandboxSpec
+
+        async def main() -> None:
+            p = self.make()
+            try:
+                await p.create(SandboxSpec(network="loopback", ports=(8000,)))
+            except ConfigError as exc:
+                assert "loopback" in str(exc)
+            else:
+                raise AssertionError("network='loopback' was not refused")
+            finally:
+                await p.aclose()
+
+        asyncio.run(main())
+
+    def test_a_killed_runs_sandboxes_are_reaped_by_label(self) -> None:
+        """A trainer process makes two sandboxes through the real SDK and is SIGKILLed;
+        the next provider start of the same team, user and workload deletes them."""
+        labels = self.relabelled("killed")
+        left = sandboxes_of_a_killed_trainer(self.provider, {**self.options, "labels": labels})
+        assert all(i in self.fake.sandboxes for i in left)
+
+        async def main() -> None:
+            p = self.make(labels=labels)
+            async with p.start() as box:
+                assert not any(i in self.fake.sandboxes for i in left)
+                assert box.id in self.fake.sandboxes
+            await p.aclose()
+
+        asyncio.run(main())
+
+    def test_a_live_trainers_sandboxes_are_not_reaped_on_start(self) -> None:
+        from nemo_gym.sandbox.remote.common import owner_token
+
+        async def main() -> None:
+            mine = self.make(labels=self.relabelled("live"))
+            held = await mine.create()
+            other = self.make(labels=self.relabelled("live"))
+            async with other.start():
+                assert held.id in self.fake.sandboxes  # its owner (this process) is alive
+            assert self.labels_held(held.id)["nemo-gym.owner"] == owner_token()
+            await held.aclose()
+            await other.aclose()
+            await mine.aclose()
+
+        asyncio.run(main())
+
+    def test_without_the_sdk_the_error_says_what_to_install(self) -> None:
+        import re
+        import sys
+
+        from nemo_gym.errors import SandboxError
+
+        async def main() -> None:
+            try:
+                await self.provider_class(labels=self.options["labels"]).create()
+            except SandboxError as exc:
+                assert re.search(self.install_hint, str(exc)), exc
+            else:
+                raise AssertionError("no SandboxError without the SDK")
+
+        saved = sys.modules.get(self.sdk_module)
+        sys.modules[self.sdk_module] = None  # type: ignore[assignment]
+        try:
+            asyncio.run(main())
+        finally:
+            if saved is None:
+                del sys.modules[self.sdk_module]
+            else:
+                sys.modules[self.sdk_module] = saved

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import sys
 from typing import Any, ClassVar
 
 import pytest
@@ -14,15 +13,14 @@ pytest.importorskip(
     "daytona", reason="the daytona extra is not installed (bash scripts/install-remote-sdks.sh)"
 )
 
-from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ResourceLimits, SandboxSpec
 from nemo_gym.sandbox import get
 from nemo_gym.sandbox.conformance import ConformanceSuite
 from nemo_gym.sandbox.local import unavailable_reason
-from nemo_gym.sandbox.remote.common import Labels, owner_token
+from nemo_gym.sandbox.remote.common import Labels
 from nemo_gym.sandbox.remote.daytona import DaytonaProvider
 from tests.sandbox.daytona_fake import DaytonaFake
-from tests.sandbox.remote_service import sandboxes_of_a_killed_trainer
+from tests.sandbox.remote_service import RemoteProviderChecks
 
 pytestmark = pytest.mark.skipif(
     unavailable_reason() is not None, reason=f"the fake needs `local`: {unavailable_reason()}"
@@ -86,24 +84,6 @@ def test_registered_and_sends_labels_ttl_network_and_resources() -> None:
     assert FAKE.requests[-1][0] == "DELETE" or ("DELETE", FAKE.requests[-2][1]) in FAKE.requests
 
 
-def test_a_create_whose_reply_was_lost_is_retried_without_a_second_sandbox() -> None:
-    async def main() -> str:
-        p = provider(labels={**LABELS, "workload": "lost-reply"})
-        p.retry = type(p.retry)(attempts=3, base_s=0.01)
-        async with p.start() as box:
-            assert (await box.exec("echo ok")).stdout == "ok\n"
-            return box.id
-
-    before = FAKE.created
-    FAKE.fail_next["POST sandbox"] = 1  # throttled before acting
-    FAKE.lose_create_replies = 1  # acted, then the reply was lost
-    asyncio.run(main())
-    assert FAKE.created == before + 1  # the unique name made the retry adopt the first
-    assert not [
-        s for s in FAKE.sandboxes.values() if s.labels.get("nemo-gym.workload") == "lost-reply"
-    ]
-
-
 def test_stdio_files_leave_nothing_behind_and_rlimits_apply() -> None:
     async def main() -> None:
         spec = SandboxSpec(limits=ResourceLimits(open_files=64, cpu_seconds=3))
@@ -119,52 +99,14 @@ def test_stdio_files_leave_nothing_behind_and_rlimits_apply() -> None:
     asyncio.run(main())
 
 
-def test_loopback_network_is_refused_with_a_reason() -> None:
-    async def main() -> None:
-        with pytest.raises(ConfigError, match="loopback"):
-            await provider().create(SandboxSpec(network="loopback", ports=(8000,)))
+class TestDaytonaProvider(RemoteProviderChecks):
+    provider = "daytona"
+    provider_class = DaytonaProvider
+    sdk_module = "daytona"
+    install_hint = r"pip install 'nemo-gym\[daytona\]'"
+    options: ClassVar[dict[str, Any]] = OPTIONS
+    fake = FAKE
+    throttle_create = "POST sandbox"
 
-    asyncio.run(main())
-
-
-def test_a_killed_runs_sandboxes_are_reaped_by_label() -> None:
-    """A trainer process makes two sandboxes through the real SDK and is SIGKILLed; the
-    next provider start of the same team, user and workload deletes them."""
-    left = sandboxes_of_a_killed_trainer(
-        "daytona", {**OPTIONS, "labels": {**LABELS, "workload": "killed"}}
-    )
-    assert all(i in FAKE.sandboxes for i in left)
-
-    async def main() -> None:
-        p = provider(labels={**LABELS, "workload": "killed"})
-        async with p.start() as box:
-            assert not any(i in FAKE.sandboxes for i in left)
-            assert box.id in FAKE.sandboxes
-        await p.aclose()
-
-    asyncio.run(main())
-
-
-def test_a_live_trainers_sandboxes_are_not_reaped_on_start() -> None:
-    async def main() -> None:
-        mine = provider(labels={**LABELS, "workload": "live"})
-        held = await mine.create()
-        other = provider(labels={**LABELS, "workload": "live"})
-        async with other.start():
-            assert held.id in FAKE.sandboxes  # its owner (this process) is alive
-        assert FAKE.sandboxes[held.id].labels["nemo-gym.owner"] == owner_token()
-        await held.aclose()
-        await other.aclose()
-        await mine.aclose()
-
-    asyncio.run(main())
-
-
-def test_without_the_sdk_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "daytona", None)
-
-    async def main() -> None:
-        with pytest.raises(SandboxError, match=r"pip install 'nemo-gym\[daytona\]'"):
-            await DaytonaProvider(api_key="x", labels=LABELS).create()
-
-    asyncio.run(main())
+    def labels_held(self, sandbox_id: str) -> dict[str, str]:
+        return dict(FAKE.sandboxes[sandbox_id].labels)

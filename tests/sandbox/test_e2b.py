@@ -4,22 +4,20 @@ envd (`tests/sandbox/e2b_fake.py`), whose sandboxes are `local` ones."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any, ClassVar
 
 import pytest
 
 pytest.importorskip("e2b", reason="the e2b extra is not installed (pip install 'nemo-gym[e2b]')")
 
-from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import SandboxSpec
 from nemo_gym.sandbox import get
 from nemo_gym.sandbox.conformance import ConformanceSuite
 from nemo_gym.sandbox.local import unavailable_reason
-from nemo_gym.sandbox.remote.common import Labels, owner_token
+from nemo_gym.sandbox.remote.common import Labels
 from nemo_gym.sandbox.remote.e2b import E2BProvider
 from tests.sandbox.e2b_fake import E2BFake
-from tests.sandbox.remote_service import sandboxes_of_a_killed_trainer
+from tests.sandbox.remote_service import RemoteProviderChecks
 
 pytestmark = pytest.mark.skipif(
     unavailable_reason() is not None, reason=f"the fake needs `local`: {unavailable_reason()}"
@@ -71,67 +69,14 @@ def test_registered_and_sends_labels_timeout_and_idempotency_key() -> None:
     assert ("DELETE", FAKE.requests[-1][1]) == FAKE.requests[-1]
 
 
-def test_a_create_whose_reply_was_lost_is_retried_without_a_second_sandbox() -> None:
-    async def main() -> str:
-        p = provider(labels={**LABELS, "workload": "lost-reply"})
-        p.retry = type(p.retry)(attempts=3, base_s=0.01)
-        async with p.start() as box:
-            assert (await box.exec("echo ok")).stdout == "ok\n"
-            return box.id
+class TestE2BProvider(RemoteProviderChecks):
+    provider = "e2b"
+    provider_class = E2BProvider
+    sdk_module = "e2b"
+    install_hint = r"pip install 'nemo-gym\[e2b\]'"
+    options: ClassVar[dict[str, Any]] = OPTIONS
+    fake = FAKE
+    throttle_create = "POST v2"
 
-    before = FAKE.created
-    FAKE.fail_next["POST v2"] = 1  # throttled before acting
-    FAKE.lose_create_replies = 1  # acted, then the reply was lost
-    asyncio.run(main())
-    assert FAKE.created == before + 1  # the idempotency key made the retry a replay
-    assert not [
-        s for s in FAKE.sandboxes.values() if s.metadata.get("nemo-gym.workload") == "lost-reply"
-    ]
-
-
-def test_loopback_network_is_refused_with_a_reason() -> None:
-    async def main() -> None:
-        with pytest.raises(ConfigError, match="loopback"):
-            await provider().create(SandboxSpec(network="loopback", ports=(8000,)))
-
-    asyncio.run(main())
-
-
-def test_a_killed_runs_sandboxes_are_reaped_by_label() -> None:
-    """A trainer process makes two sandboxes through the real SDK and is SIGKILLed; the
-    next provider start of the same team, user and workload deletes them."""
-    left = sandboxes_of_a_killed_trainer(
-        "e2b", {**OPTIONS, "labels": {**LABELS, "workload": "killed"}}
-    )
-    assert all(i in FAKE.sandboxes for i in left)
-
-    async def main() -> None:
-        p = provider(labels={**LABELS, "workload": "killed"})
-        async with p.start() as box:
-            assert not any(i in FAKE.sandboxes for i in left)
-            assert box.id in FAKE.sandboxes
-
-    asyncio.run(main())
-
-
-def test_a_live_trainers_sandboxes_are_not_reaped_on_start() -> None:
-    async def main() -> None:
-        mine = provider(labels={**LABELS, "workload": "live"})
-        held = await mine.create()
-        other = provider(labels={**LABELS, "workload": "live"})
-        async with other.start():
-            assert held.id in FAKE.sandboxes  # its owner (this process) is alive
-        assert FAKE.sandboxes[held.id].metadata["nemo-gym.owner"] == owner_token()
-        await held.aclose()
-
-    asyncio.run(main())
-
-
-def test_without_the_sdk_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "e2b", None)
-
-    async def main() -> None:
-        with pytest.raises(SandboxError, match=r"pip install 'nemo-gym\[e2b\]'"):
-            await E2BProvider(api_key="x", labels=LABELS).create()
-
-    asyncio.run(main())
+    def labels_held(self, sandbox_id: str) -> dict[str, str]:
+        return dict(FAKE.sandboxes[sandbox_id].metadata)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,15 +17,14 @@ pytest.importorskip(
     reason="the opensandbox SDK is not installed (bash scripts/install-remote-sdks.sh)",
 )
 
-from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ResourceLimits, SandboxSpec
 from nemo_gym.sandbox import get
 from nemo_gym.sandbox.conformance import ConformanceSuite
 from nemo_gym.sandbox.local import unavailable_reason
-from nemo_gym.sandbox.remote.common import Labels, owner_token
+from nemo_gym.sandbox.remote.common import Labels
 from nemo_gym.sandbox.remote.opensandbox import CREATE_KEY, OpenSandboxProvider, registry_auth
 from tests.sandbox.opensandbox_fake import OpenSandboxFake
-from tests.sandbox.remote_service import sandboxes_of_a_killed_trainer
+from tests.sandbox.remote_service import RemoteProviderChecks
 
 pytestmark = pytest.mark.skipif(
     unavailable_reason() is not None, reason=f"the fake needs `local`: {unavailable_reason()}"
@@ -117,70 +115,14 @@ def test_registry_auth_reads_the_docker_config(tmp_path: Path) -> None:
     assert registry_auth("img", str(tmp_path / "missing")) is None
 
 
-def test_a_create_whose_reply_was_lost_is_retried_without_a_second_sandbox() -> None:
-    async def main() -> str:
-        p = provider(labels={**LABELS, "workload": "lost-reply"})
-        p.retry = type(p.retry)(attempts=3, base_s=0.01)
-        async with p.start() as box:
-            assert (await box.exec("echo ok")).stdout == "ok\n"
-            return box.id
+class TestOpenSandboxProvider(RemoteProviderChecks):
+    provider = "opensandbox"
+    provider_class = OpenSandboxProvider
+    sdk_module = "opensandbox"
+    install_hint = r"pip install 'nemo-gym\[opensandbox\]'"
+    options: ClassVar[dict[str, Any]] = OPTIONS
+    fake = FAKE
+    throttle_create = "POST /v1/sandboxes"
 
-    before = FAKE.created
-    FAKE.fail_next["POST /v1/sandboxes"] = 1  # throttled before acting
-    FAKE.lose_create_replies = 1  # acted, then the reply was lost
-    asyncio.run(main())
-    assert FAKE.created == before + 1  # the key in the metadata found the first one
-    assert not [
-        s for s in FAKE.sandboxes.values() if s.metadata.get("nemo-gym.workload") == "lost-reply"
-    ]
-
-
-def test_loopback_network_is_refused_with_a_reason() -> None:
-    async def main() -> None:
-        with pytest.raises(ConfigError, match="loopback"):
-            await provider().create(SandboxSpec(network="loopback", ports=(8000,)))
-
-    asyncio.run(main())
-
-
-def test_a_killed_runs_sandboxes_are_reaped_by_label() -> None:
-    """A trainer process makes two sandboxes through the real SDK and is SIGKILLed; the
-    next provider start of the same team, user and workload deletes them."""
-    left = sandboxes_of_a_killed_trainer(
-        "opensandbox", {**OPTIONS, "labels": {**LABELS, "workload": "killed"}}
-    )
-    assert all(i in FAKE.sandboxes for i in left)
-
-    async def main() -> None:
-        p = provider(labels={**LABELS, "workload": "killed"})
-        async with p.start() as box:
-            assert not any(i in FAKE.sandboxes for i in left)
-            assert box.id in FAKE.sandboxes
-        await p.aclose()
-
-    asyncio.run(main())
-
-
-def test_a_live_trainers_sandboxes_are_not_reaped_on_start() -> None:
-    async def main() -> None:
-        mine = provider(labels={**LABELS, "workload": "live"})
-        held = await mine.create()
-        other = provider(labels={**LABELS, "workload": "live"})
-        async with other.start():
-            assert held.id in FAKE.sandboxes  # its owner (this process) is alive
-        assert FAKE.sandboxes[held.id].metadata["nemo-gym.owner"] == owner_token()
-        await held.aclose()
-        await other.aclose()
-        await mine.aclose()
-
-    asyncio.run(main())
-
-
-def test_without_the_sdk_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "opensandbox", None)
-
-    async def main() -> None:
-        with pytest.raises(SandboxError, match=r"pip install 'nemo-gym\[opensandbox\]'"):
-            await OpenSandboxProvider(api_key="x", labels=LABELS).create()
-
-    asyncio.run(main())
+    def labels_held(self, sandbox_id: str) -> dict[str, str]:
+        return dict(FAKE.sandboxes[sandbox_id].metadata)
