@@ -22,7 +22,6 @@ sessions, PTY, previews, the socket.io event stream (the SDK falls back to polli
 from __future__ import annotations
 
 import datetime
-import itertools
 import json
 import urllib.parse
 import uuid
@@ -45,8 +44,7 @@ from starlette.requests import Request
 
 from nemo_gym.records import ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import WorkerSandbox
-from nemo_gym.sandbox.local import LocalProvider
-from tests.sandbox.remote_service import ThreadedServer, send_json
+from tests.sandbox.remote_service import FakeService, send_json
 
 
 @dataclass
@@ -61,32 +59,10 @@ class FakeSandbox:
         return dict(self.request.labels or {})
 
 
-class DaytonaFake:
-    """The fake service; `start()` serves it on 127.0.0.1 in a thread of its own."""
+class DaytonaFake(FakeService):
+    """The fake service (`fail_next` keys: `"METHOD first-path-segment"`); `start()` serves it."""
 
-    def __init__(self) -> None:
-        self.sandboxes: dict[str, FakeSandbox] = {}
-        self.requests: list[tuple[str, str]] = []
-        self.fail_next: dict[str, int] = {}
-        """`"METHOD first-path-segment"` -> how many such calls answer 429 before acting."""
-        self.lose_create_replies = 0
-        """Creates that act and then answer 502, as when a proxy drops the reply."""
-        self.created = 0
-        self._ids = itertools.count(1)
-        self._local = LocalProvider()
-        self._server = ThreadedServer(self, name="Daytona")
-        self.url = ""
-
-    def start(self) -> str:
-        self.url = self._server.start(on_stop=self._close_all)
-        return self.url
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    async def _close_all(self) -> None:
-        for sandbox in list(self.sandboxes.values()):
-            await sandbox.box.aclose()
+    name = "Daytona"
 
     @property
     def api_url(self) -> str:

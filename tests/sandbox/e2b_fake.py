@@ -36,8 +36,7 @@ from protobuf import Oneof
 
 from nemo_gym.records import ExecResult, ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import WorkerSandbox
-from nemo_gym.sandbox.local import LocalProvider
-from tests.sandbox.remote_service import ThreadedServer, send_json
+from tests.sandbox.remote_service import FakeService, send_json
 
 ENVD_VERSION = "0.6.7"
 
@@ -59,36 +58,16 @@ class FakeSandbox:
     processes: dict[int, FakeProcess] = field(default_factory=dict)
 
 
-class E2BFake:
-    """The fake service; `start()` serves it on 127.0.0.1 in a thread of its own."""
+class E2BFake(FakeService):
+    """The fake service (`fail_next` keys: `"METHOD first-path-segment"`); `start()` serves it."""
+
+    name = "E2B"
 
     def __init__(self) -> None:
-        self.sandboxes: dict[str, FakeSandbox] = {}
+        super().__init__()
         self.idempotent: dict[str, dict[str, Any]] = {}
-        self.requests: list[tuple[str, str]] = []
-        self.fail_next: dict[str, int] = {}
-        self.lose_create_replies = 0
-        """Creates that act and then answer 502, as when a proxy drops the reply."""
-        self.created = 0
-        self._ids = itertools.count(1)
         self._pids = itertools.count(100)
-        self._local = LocalProvider()
         self._process_app = ProcessASGIApplication(_ProcessService(self))
-        self._server = ThreadedServer(self, name="E2B")
-        self.url = ""
-
-    # -- serving
-
-    def start(self) -> str:
-        self.url = self._server.start(on_stop=self._close_all)
-        return self.url
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    async def _close_all(self) -> None:
-        for sandbox in list(self.sandboxes.values()):
-            await sandbox.box.aclose()
 
     # -- ASGI
 

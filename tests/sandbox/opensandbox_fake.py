@@ -23,7 +23,6 @@ renew, network-policy changes after create, sessions, code interpreting.
 from __future__ import annotations
 
 import datetime
-import itertools
 import json
 import time
 import urllib.parse
@@ -43,8 +42,7 @@ from starlette.requests import Request
 
 from nemo_gym.records import ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import WorkerSandbox
-from nemo_gym.sandbox.local import LocalProvider
-from tests.sandbox.remote_service import ThreadedServer, send_json
+from tests.sandbox.remote_service import FakeService, send_json
 
 
 @dataclass
@@ -60,32 +58,10 @@ class FakeSandbox:
         return dict(meta.additional_properties) if meta else {}
 
 
-class OpenSandboxFake:
-    """The fake server; `start()` serves it on 127.0.0.1 in a thread of its own."""
+class OpenSandboxFake(FakeService):
+    """The fake server (`fail_next` keys: `"METHOD path"`, no query); `start()` serves it."""
 
-    def __init__(self) -> None:
-        self.sandboxes: dict[str, FakeSandbox] = {}
-        self.requests: list[tuple[str, str]] = []
-        self.fail_next: dict[str, int] = {}
-        """`"METHOD path"` (no query) -> how many such calls answer 429 before acting."""
-        self.lose_create_replies = 0
-        """Creates that act and then answer 502, as when a proxy drops the reply."""
-        self.created = 0
-        self._ids = itertools.count(1)
-        self._local = LocalProvider()
-        self._server = ThreadedServer(self, name="OpenSandbox")
-        self.url = ""
-
-    def start(self) -> str:
-        self.url = self._server.start(on_stop=self._close_all)
-        return self.url
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    async def _close_all(self) -> None:
-        for sandbox in list(self.sandboxes.values()):
-            await sandbox.box.aclose()
+    name = "OpenSandbox"
 
     @property
     def domain(self) -> str:

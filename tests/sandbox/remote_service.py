@@ -186,6 +186,38 @@ class ThreadedServer:
             self._thread.join(30)
 
 
+class FakeService:
+    """What the loopback fakes of the services share: served by a `ThreadedServer` (the
+    subclass is the ASGI app), sandboxes by id (each with a `box`, a `local` sandbox,
+    closed when the server stops), the requests seen, and the faults to inject."""
+
+    name = "service"
+
+    def __init__(self) -> None:
+        self.sandboxes: dict[str, Any] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.fail_next: dict[str, int] = {}
+        """A route key (each fake says which) -> how many calls answer 429 before acting."""
+        self.lose_create_replies = 0
+        """Creates that act and then answer 502, as when a proxy drops the reply."""
+        self.created = 0
+        self._ids = itertools.count(1)
+        self._local = LocalProvider()
+        self._server = ThreadedServer(self, name=self.name)
+        self.url = ""
+
+    def start(self) -> str:
+        self.url = self._server.start(on_stop=self._close_all)
+        return self.url
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    async def _close_all(self) -> None:
+        for sandbox in list(self.sandboxes.values()):
+            await sandbox.box.aclose()
+
+
 async def send_json(send: Any, status: int, payload: Any) -> None:
     """An ASGI reply of `payload` as JSON, with `status`."""
     data = json.dumps(payload).encode()

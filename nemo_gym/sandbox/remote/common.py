@@ -200,7 +200,8 @@ class RemoteBackend(Protocol):
     `exec` runs an argv (stdin, deadline, env and cwd as given) and returns its result
     with each stream already cut at `output_bytes`; it never raises for what the
     command did. A call failing in a way worth retrying raises `TransientError`;
-    `delete` of a sandbox already gone succeeds.
+    `delete` of a sandbox already gone succeeds. A backend holding a client (an HTTP
+    session) may have `async def aclose()`: `RemoteProvider.aclose` calls it.
     """
 
     name: str
@@ -708,10 +709,16 @@ class RemoteProvider(Provider):
                 self._slots.release()
 
     async def aclose(self) -> None:
-        """Delete every pooled sandbox (those still handed out are their holders' to close)."""
+        """Delete every pooled sandbox (those still handed out are their holders' to
+        close), then close the backend's client (its `aclose`, where it has one)."""
         idle = [s for group in self._pool.idle.values() for s in group]
         self._pool.idle.clear()
-        await asyncio.gather(*(self._delete(s.id) for s in idle), return_exceptions=True)
+        try:
+            await asyncio.gather(*(self._delete(s.id) for s in idle), return_exceptions=True)
+        finally:
+            close = getattr(self.backend, "aclose", None)
+            if close is not None:
+                await close()
 
     async def reap(self, *, dead_owners_only: bool = False, run: str | None = None) -> list[str]:
         """Delete this team's, user's and workload's sandboxes not in use here; the ids.

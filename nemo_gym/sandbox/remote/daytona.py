@@ -375,11 +375,3 @@ class DaytonaProvider(RemoteProvider):
             create_timeout_s=create_timeout_s,
         )
         super().__init__(backend, **options)
-        self._daytona_backend = backend
-
-    async def aclose(self) -> None:
-        """Delete every pooled sandbox, then close the SDK's HTTP session."""
-        try:
-            await super().aclose()
-        finally:
-            await self._daytona_backend.aclose()

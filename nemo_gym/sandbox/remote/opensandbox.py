@@ -430,11 +430,3 @@ class OpenSandboxProvider(RemoteProvider):
             ready_timeout_s=ready_timeout_s,
         )
         super().__init__(backend, **options)
-        self._opensandbox_backend = backend
-
-    async def aclose(self) -> None:
-        """Delete every pooled sandbox, then close the SDK's HTTP transport."""
-        try:
-            await super().aclose()
-        finally:
-            await self._opensandbox_backend.aclose()
