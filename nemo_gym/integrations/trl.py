@@ -36,7 +36,7 @@ import logging
 import math
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -649,7 +649,8 @@ class RolloutFunction:
         """With `ahead > 0`: the step the last training call returned (its version,
         staleness and generation interval)."""
         self.steps: list[training.Step] = []
-        """With `ahead > 0`: every step returned to TRL, in order."""
+        """With `ahead > 0`: every step returned to TRL, in order, without its rollouts
+        (a long run would hold them all): version, staleness, generation interval."""
         self.__name__ = f"nemo_gym_{env.name}_rollout"
 
     @property
@@ -695,7 +696,7 @@ class RolloutFunction:
     def _prefetched(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
         """Step k's samples for this process, generated during step k-1; starts step k+1.
 
-        The task order is ours (`_order`), the same on every process without
+        The task order is ours (`_Order`), the same on every process without
         communication; TRL's `prompts` give only this process's share of the batch.
         """
         pipeline = self._pipeline_for(trainer, len(prompts))
@@ -704,7 +705,7 @@ class RolloutFunction:
         assert step is not None  # `_batches` never ends: TRL decides when training stops
         rollouts = [r for group in step.groups for r in group]
         self.last_rollouts, self.last_step = rollouts, step
-        self.steps.append(step)
+        self.steps.append(replace(step, groups=[]))
         _refused(rollouts)
         out = self._format(rollouts, trainer)
         # TRL merges these into its dataset rows before calling the reward functions, so
