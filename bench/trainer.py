@@ -209,10 +209,8 @@ async def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="--overlap: torch threads")
     parser.add_argument("--trl", action="store_true", help="--overlap: with TRL's GRPOTrainer")
     args = parser.parse_args()
-    if args.overlap and args.trl:
-        overlap_trl(args)
-    elif args.overlap:
-        overlap(args)
+    if args.overlap:
+        overlap_trl(args) if args.trl else overlap(args)
         return
     if args.quick:
         args.prompts, args.tokens, args.rounds = 16, 32, 2
