@@ -20,6 +20,9 @@ Three ways to train, all from the same objects:
 - `environment_factory(env)`: TRL's own tool loop calls the environment's tools as
   methods; the environment scores the episode in `get_reward()`.
 
+`rollout_func(env, ahead=1)` returns prefetched steps: step k+1 generates from a copy
+of the model while TRL trains step k, in an order every process derives on its own.
+
 A failed rollout, or one whose tokens cannot be trusted, is masked (reward `None`,
 `env_mask` all 0), never scored 0. Everything runs on one long-lived event loop
 (`nemo_gym.integrations.bridge.shared_loop()`), so environment resources survive from

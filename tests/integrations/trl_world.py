@@ -6,7 +6,7 @@ batch 2 and `num_generations` 4, so every GRPO group is split across the two pro
 each sampling its half with the live model being trained. Each process writes what its
 `rollout_func` played, call by call, to `OUT/rank<r>.json`.
 
-Then, in the same processes (starting them is most of the cost), a second run of three
+Then, in the same processes (starting them is most of the cost), a second run of two
 steps with prefetched steps (`rollout_func(ahead=1)`, generated from a copy of the
 model), recording each sample's weights version and staleness too. The file holds
 `{"world": 2, "sync": [calls...], "ahead": [calls...]}`.
@@ -65,7 +65,7 @@ def train(out: Path, tokenizer: object, ahead: int) -> list[dict[str, object]]:
         per_device_train_batch_size=2,
         num_generations=4,
         max_completion_length=8,
-        max_steps=3 if ahead else 2,
+        max_steps=2,
         learning_rate=1e-2,
         logging_steps=1,
         report_to=[],
