@@ -921,3 +921,30 @@ def test_grpo_trains_on_steps_prefetched_from_the_weights_one_step_back(
     assert torch.allclose(recomputed, behaviour, atol=2e-3)
     current, _ = logprobs(snapshots[1], third[0])
     assert not torch.allclose(current, behaviour, atol=2e-2)
+
+
+def test_a_resumed_prefetching_run_continues_the_order_and_evaluation_stays_synchronous() -> None:
+    env = Counter(target=3, tasks=5)
+    data = gym_trl.dataset(env, split="train")["prompt"]
+    prompts = data[:1] * 4
+
+    def played(rollout) -> list[str]:
+        return [r.task_id for r in rollout.last_rollouts[::2]]
+
+    whole = gym_trl.rollout_func(env, policy=CharPolicy(adder([3])), ahead=1, sync=print)
+    order = []
+    for step in range(4):
+        whole(prompts, async_trainer(step=step))
+        order.append(played(whole))
+    whole.close()
+    # Restarted from a checkpoint at step 3: the tasks of step 3, not those of step 0.
+    resumed = gym_trl.rollout_func(env, policy=CharPolicy(adder([3])), ahead=1, sync=print)
+    resumed(prompts, async_trainer(step=3))
+    assert played(resumed) == order[3] != order[0]
+    # An evaluation call plays TRL's own prompts, now, and starts nothing.
+    evaluation = async_trainer(step=3)
+    evaluation.model.training = False
+    resumed([data[4], data[4]], evaluation)
+    assert [r.task_id for r in resumed.last_rollouts] == ["c4", "c4"]
+    assert resumed.last_step is not None and resumed.last_step.weights_version == 1
+    resumed.close()
