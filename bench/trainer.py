@@ -9,6 +9,14 @@ after the other in subprocesses. Figures: wall time of each, the gain, the fract
 generation time that ran while the loop trained (interval overlap), and both reward
 curves. `--steps`, `--threads` as the example's.
 
+`--overlap --trl`: the same comparison with TRL's `GRPOTrainer` (`examples/grpo_cpu.py`
+with `--ahead 0` and `--ahead 1`: `rollout_func` returning the step prefetched from a
+generation copy), 4 tasks x 4 rollouts of 24 tokens a step, learning rate 5e-5, no
+held-out evaluation. Generation that overlaps training is the part of each prefetched
+step's generation interval outside every `rollout_func` call (inside one, TRL waits).
+
+    python bench/trainer.py --overlap --trl --out docs/async_training_trl.json
+
 The vLLM throughput benchmark (the default):
 
     python bench/trainer.py             # 64 prompts x 64 tokens, 4 rounds per path
@@ -199,9 +207,10 @@ async def main() -> None:
     parser.add_argument("--overlap", action="store_true", help="sync vs async GRPO on CPU")
     parser.add_argument("--steps", type=int, default=10, help="--overlap: training steps")
     parser.add_argument("--threads", type=int, default=1, help="--overlap: torch threads")
+    parser.add_argument("--trl", action="store_true", help="--overlap: with TRL's GRPOTrainer")
     args = parser.parse_args()
     if args.overlap:
-        overlap(args)
+        overlap_trl(args) if args.trl else overlap(args)
         return
     if args.quick:
         args.prompts, args.tokens, args.rounds = 16, 32, 2
@@ -347,6 +356,57 @@ def overlap(args: argparse.Namespace) -> None:
         "staleness": [h["staleness"] for h in asynchronous["history"]],
         "runs": runs,
     }
+    print(json.dumps({k: v for k, v in figures.items() if k != "runs"}, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(figures, indent=1) + "\n")
+
+
+def _outside(interval: tuple[float, float], calls: list[tuple[float, float]]) -> float:
+    """Seconds of `interval` outside every call interval (the calls do not overlap)."""
+    start, end = interval
+    inside = sum(max(0.0, min(end, b) - max(start, a)) for a, b in calls)
+    return max(0.0, end - start - inside)
+
+
+def overlap_trl(args: argparse.Namespace) -> None:
+    """Run examples/grpo_cpu.py (TRL) synchronously and with one step ahead; compare."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "grpo_cpu.py"
+    runs: dict[str, dict] = {}
+    settings = ["--prompts", "4", "--generations", "4", "--max-tokens", "24", "--lr", "5e-5"]
+    settings += ["--eval-tasks", "0", "--steps", str(args.steps), "--threads", str(args.threads)]
+    with tempfile.TemporaryDirectory(prefix="bench-overlap-trl-") as scratch:
+        for name, ahead in (("sync", 0), ("async", 1)):
+            out = Path(scratch) / f"{name}.json"
+            command = [sys.executable, str(example), "--ahead", str(ahead), "--out", str(out)]
+            command += settings
+            print("$", " ".join(command[1:]), flush=True)
+            subprocess.run(command, check=True)
+            runs[name] = json.loads(out.read_text())
+    figures: dict[str, object] = {
+        "command": f"python bench/trainer.py --overlap --trl --steps {args.steps} "
+        f"--threads {args.threads}",
+    }
+    for name, run in runs.items():
+        spans = run["intervals"]
+        calls = [tuple(c) for c in spans["calls"]]
+        generated = [tuple(g) for g in spans["generated"]]
+        generate_s = sum(b - a for a, b in generated)
+        under = sum(_outside(g, calls) for g in generated)  # type: ignore[arg-type]
+        wall = spans["end"] - spans["start"]
+        figures[name] = {
+            "wall_s": round(wall, 1),
+            "generate_s": round(generate_s, 1),
+            "rollout_func_s": round(sum(b - a for a, b in calls), 1),
+            "trl_outside_rollout_func_s": round(wall - sum(b - a for a, b in calls), 1),
+            "overlap_fraction": round(under / generate_s, 3) if generate_s else 0.0,
+            "reward": [h["reward"] for h in run["history"]],
+            "staleness": [h["staleness"] for h in run["history"]],
+        }
+    figures["speedup"] = round(
+        figures["sync"]["wall_s"] / figures["async"]["wall_s"],  # type: ignore[index]
+        3,
+    )
+    figures["runs"] = runs
     print(json.dumps({k: v for k, v in figures.items() if k != "runs"}, indent=1))
     if args.out:
         args.out.write_text(json.dumps(figures, indent=1) + "\n")

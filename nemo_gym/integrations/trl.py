@@ -20,6 +20,9 @@ Three ways to train, all from the same objects:
 - `environment_factory(env)`: TRL's own tool loop calls the environment's tools as
   methods; the environment scores the episode in `get_reward()`.
 
+`rollout_func(env, ahead=1)` returns prefetched steps: step k+1 generates from a copy
+of the model while TRL trains step k, in an order every process derives on its own.
+
 A failed rollout, or one whose tokens cannot be trusted, is masked (reward `None`,
 `env_mask` all 0), never scored 0. Everything runs on one long-lived event loop
 (`nemo_gym.integrations.bridge.shared_loop()`), so environment resources survive from
@@ -35,8 +38,8 @@ import keyword
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +83,10 @@ REWARD_FIELD = "nemo_gym_reward"
 COMPONENTS_FIELD = "nemo_gym_components"
 STATUS_FIELD = "nemo_gym_status"
 TURNS_FIELD = "nemo_gym_turns"
+VERSION_FIELD = "nemo_gym_weights_version"
+"""With `ahead > 0`: the version of the weights that generated each sample."""
+STALENESS_FIELD = "nemo_gym_staleness"
+"""With `ahead > 0`: how many weight syncs each sample is older than the trainer's weights."""
 
 PolicyFactory = Callable[[Any], Model]
 """Builds the policy from the trainer (called once per trainer)."""
@@ -142,7 +149,9 @@ class _TaskIndex:
     def __init__(self, tasks: Iterable[Task], harness: Harness | None) -> None:
         self._by_key: dict[str, Task] = {}
         self._ambiguous: dict[str, list[str]] = {}
+        self._by_id: dict[str, Task] = {}
         for task in tasks:
+            self._by_id.setdefault(task.id, task)
             keys = {_prompt_key(_chat(_opening(task, harness))), _prompt_key(_chat(task.messages))}
             for key in keys:
                 known = self._by_key.get(key)
@@ -153,6 +162,11 @@ class _TaskIndex:
                     # unknowable. (The same task under two ids is harmless: the first wins.)
                     self._ambiguous.setdefault(key, [known.id]).append(task.id)
         self.size = len({t.id for t in self._by_key.values()})
+        self.tasks = list(self._by_id.values())
+        """Every task once, in the order given (what `dataset` lists)."""
+
+    def by_id(self, task_id: str) -> Task:
+        return self._by_id[task_id]
 
     def task(self, prompt: Any) -> Task:
         key = _prompt_key(prompt)
@@ -336,7 +350,11 @@ class _Scorer:
         self, rewards: list[Rewards | None], kwargs: Mapping[str, Any]
     ) -> list[float | None]:
         if not _steps_aside(kwargs):
-            _log_components(self.name, rewards, kwargs.get("log_metric"))
+            log_metric = kwargs.get("log_metric")
+            _log_components(self.name, rewards, log_metric)
+            staleness = kwargs.get(STALENESS_FIELD)
+            if staleness and log_metric is not None:
+                log_metric(f"{self.name}/staleness", max(staleness))
         return [None if r is None else r.reward for r in rewards]
 
 
@@ -528,6 +546,47 @@ def _slots(prompts: Sequence[Any], index: _TaskIndex, batch: _Batch) -> list[_Sl
     return slots
 
 
+def _training(trainer: Any) -> bool:
+    model = getattr(trainer, "model", None)
+    return model is None or bool(getattr(model, "training", True))
+
+
+def _refused(rollouts: Sequence[Rollout]) -> None:
+    for item in rollouts:
+        # The policy refused a sampling option: every rollout would be masked, step
+        # after step, for a setting only the user can change. Say so now.
+        if item.failure is not None and item.failure.code == "unsupported":
+            raise ConfigError(f"rollout_func: {item.failure.message}")
+
+
+class _Order:
+    """The task of each group of a prefetching rollout function, by its global number.
+
+    Epoch `e` is a permutation of the tasks drawn from `(seed, e)` alone, so every
+    process derives the same order, and the tasks of any future step, with no
+    communication; group `j` plays `permutation[j // len(tasks)][j % len(tasks)]`.
+    """
+
+    def __init__(self, tasks: Sequence[Task], seed: int | None) -> None:
+        if not tasks:
+            raise ConfigError("rollout_func: no tasks to play")
+        self.tasks, self.seed = list(tasks), seed or 0
+        self._epochs: dict[int, list[int]] = {}
+
+    def __getitem__(self, group: int) -> Task:
+        import random
+
+        epoch, at = divmod(group, len(self.tasks))
+        order = self._epochs.get(epoch)
+        if order is None:
+            order = list(range(len(self.tasks)))
+            random.Random(derive_seed(self.seed, "trl/async/order", epoch)).shuffle(order)
+            # Two epochs at most: a step may straddle a boundary; memory stays flat.
+            self._epochs = {e: o for e, o in self._epochs.items() if e == epoch - 1}
+            self._epochs[epoch] = order
+        return self.tasks[order[at]]
+
+
 class RolloutFunction:
     """A TRL `rollout_func(prompts, trainer)` that plays our harness; see `rollout_func`."""
 
@@ -545,7 +604,28 @@ class RolloutFunction:
         timeout: float | None = None,
         seed: int | None = 0,
         loop: LoopThread | None = None,
+        ahead: int = 0,
+        max_staleness: int | None = None,
+        sync: Callable[[Any], None] | None = None,
     ) -> None:
+        max_staleness = ahead if max_staleness is None else max_staleness
+        if ahead < 0 or max_staleness < 0:
+            raise ConfigError(
+                f"rollout_func(ahead={ahead}, max_staleness={max_staleness}): both must be >= 0"
+            )
+        if ahead > max_staleness:
+            raise ConfigError(
+                f"rollout_func(ahead={ahead}, max_staleness={max_staleness}): a step generated "
+                f"{ahead} calls ahead is {ahead} syncs old when TRL trains on it; keep "
+                "ahead <= max_staleness"
+            )
+        if ahead and policy is not None and sync is None:
+            raise ConfigError(
+                f"rollout_func(ahead={ahead}, policy=...): give sync=, a function "
+                "sync(trainer) that moves the trainer's weights into that policy (without "
+                "it the policy's weights never move and every sample's version would lie), "
+                "or leave policy unset to generate from a copy of the trainer's model"
+            )
         self.env = env
         self.harness = harness or default_harness(env)
         self._tasks = None if tasks is None else list(tasks)
@@ -563,6 +643,17 @@ class RolloutFunction:
         self._calls_at_step = 0
         self.last_rollouts: list[Rollout] = []
         """The rollouts of the last call, in TRL's order (for inspection and logging)."""
+        self.ahead, self.max_staleness = ahead, max_staleness
+        self._sync = sync
+        self._pipeline: training.AsyncRollouts | None = None
+        self._copy: training.GenerationCopy | None = None
+        self._layout: tuple[int, int, int] | None = None  # (world, per-process size, group)
+        self.last_step: training.Step | None = None
+        """With `ahead > 0`: the step the last training call returned (its version,
+        staleness and generation interval)."""
+        self.steps: list[training.Step] = []
+        """With `ahead > 0`: every step returned to TRL, in order, without its rollouts
+        (a long run would hold them all): version, staleness, generation interval."""
         self.__name__ = f"nemo_gym_{env.name}_rollout"
 
     @property
@@ -586,6 +677,8 @@ class RolloutFunction:
         return self._bound[1]
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        if self.ahead and _training(trainer):
+            return self._prefetched(prompts, trainer)
         policy = self.policy_for(trainer)
         sampling = _trainer_sampling(trainer)
         if self.sampling is not None:
@@ -598,12 +691,138 @@ class RolloutFunction:
         self.calls += 1
         rollouts = self.loop.run(self._play(slots, policy, sampling, batch))
         self.last_rollouts = rollouts
-        for item in rollouts:
-            # The policy refused a sampling option: every rollout would be masked, step
-            # after step, for a setting only the user can change. Say so now.
-            if item.failure is not None and item.failure.code == "unsupported":
-                raise ConfigError(f"rollout_func: {item.failure.message}")
+        _refused(rollouts)
         return self._format(rollouts, trainer)
+
+    # -- ahead > 0: the step TRL trains on was generated while TRL trained the previous one
+
+    def _prefetched(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        """Step k's samples for this process, generated during step k-1; starts step k+1.
+
+        The task order is ours (`_Order`), the same on every process without
+        communication; TRL's `prompts` give only this process's share of the batch.
+        """
+        pipeline = self._pipeline_for(trainer, len(prompts))
+        pipeline.sync()  # TRL just stepped the optimizer: its weights -> the generator
+        step = pipeline.next()
+        assert step is not None  # `_batches` never ends: TRL decides when training stops
+        rollouts = [r for group in step.groups for r in group]
+        self.last_rollouts, self.last_step = rollouts, step
+        self.steps.append(replace(step, groups=[]))
+        _refused(rollouts)
+        out = self._format(rollouts, trainer)
+        # TRL merges these into its dataset rows before calling the reward functions, so
+        # a reward function reading `task` or `task_id` sees the task actually played,
+        # not the row TRL's sampler drew (which only set the batch's size).
+        out["task"] = [self.index.by_id(r.task_id).model_dump_json() for r in rollouts]
+        out["task_id"] = [r.task_id for r in rollouts]
+        out[VERSION_FIELD] = [step.weights_version] * len(rollouts)
+        out[STALENESS_FIELD] = [step.staleness] * len(rollouts)
+        return out
+
+    def _pipeline_for(self, trainer: Any, size: int) -> training.AsyncRollouts:
+        world = int(getattr(trainer.accelerator, "num_processes", 1) or 1)
+        rank = int(getattr(trainer.accelerator, "process_index", 0) or 0)
+        group = int(trainer.num_generations)
+        layout = (world, size, group)
+        if self._pipeline is not None:
+            if layout != self._layout:
+                raise ConfigError(
+                    f"rollout_func(ahead={self.ahead}): TRL's batch changed from "
+                    f"(processes, per-process samples, num_generations) = {self._layout} to "
+                    f"{layout}; a prefetching rollout function needs a fixed batch shape"
+                )
+            return self._pipeline
+        if getattr(trainer, "use_vllm", False):
+            raise ConfigError(
+                f"rollout_func(ahead={self.ahead}) with use_vllm=True: GRPOTrainer moves "
+                "its vLLM engine's weights itself, before each rollout_func call, while the "
+                "step prefetched for that call may still be generating on that engine (a "
+                "group would mix two weight versions). Use ahead=0 with vLLM, or generate "
+                "from a copy of the model (use_vllm=False, policy unset)"
+            )
+        if (world * size) % group:
+            raise ConfigError(
+                f"rollout_func(ahead={self.ahead}): {world} processes x {size} samples is "
+                f"not a whole number of groups of num_generations={group}"
+            )
+        sampling = _trainer_sampling(trainer)
+        if self.sampling is not None:
+            sampling = self.sampling.merged_over(sampling)
+        if self._policy is None:
+            source = trainer.accelerator.unwrap_model(trainer.model)
+            self._copy = training.GenerationCopy(source, trainer.processing_class)
+            policy: Model = self._copy.policy
+            sync: Callable[[], None] = self._copy.sync
+        else:
+            policy = self.policy_for(trainer)
+            user_sync = self._sync
+            assert user_sync is not None  # __init__ refuses a policy without one
+
+            def sync() -> None:
+                user_sync(trainer)
+
+        # A resumed run continues the order where its global step left it.
+        args = getattr(trainer, "args", None)
+        every = int(getattr(args, "steps_per_generation", 1) or 1) * int(
+            getattr(trainer, "num_iterations", 1) or 1
+        )
+        accumulation = int(getattr(args, "gradient_accumulation_steps", 1) or 1)
+        first = int(getattr(trainer.state, "global_step", 0) or 0) * accumulation // every
+        groups_per_step = world * size // group
+        order = _Order(self.index.tasks, self.seed)
+
+        def batches() -> Iterator[tuple[int, list[_Slot]]]:
+            generation = first
+            while True:
+                start = generation * groups_per_step
+                slots = [
+                    _Slot(
+                        task=order[start + at // group],
+                        position=at - rank * size,
+                        index=at,
+                        generation=at % group,
+                    )
+                    for at in range(rank * size, (rank + 1) * size)
+                ]
+                yield generation, slots
+                generation += 1
+
+        async def play(
+            index: int, batch: tuple[int, list[_Slot]], seed: int
+        ) -> list[list[Rollout]]:
+            generation, slots = batch
+            key = f"trl/async/generation-{generation}"
+            rollouts = await self._run(
+                slots,
+                policy,
+                sampling,
+                key,
+                group,
+                lambda slot: None if self.seed is None else derive_seed(seed, key, slot.index),
+            )
+            found: list[list[Rollout]] = []
+            for slot, rollout in zip(slots, rollouts, strict=True):
+                if slot.generation == 0 or not found:
+                    found.append([])
+                found[-1].append(rollout)
+            return found
+
+        self._layout = layout
+        self._pipeline = training.AsyncRollouts(
+            self.env,
+            policy,
+            batches(),
+            repeats=group,
+            ahead=self.ahead,
+            max_staleness=self.max_staleness,
+            sync=sync,
+            harness=self.harness,
+            seed=self.seed or 0,
+            loop=self.loop,
+            play=play,
+        )
+        return self._pipeline
 
     def seed_of(self, batch_key: str, index: int) -> int | None:
         """The seed of sample `index` of the world's generation batch `batch_key`."""
@@ -612,6 +831,24 @@ class RolloutFunction:
     async def _play(
         self, slots: list[_Slot], policy: Model, sampling: Sampling, batch: _Batch
     ) -> list[Rollout]:
+        return await self._run(
+            slots,
+            policy,
+            sampling,
+            batch.key,
+            batch.group_size,
+            lambda slot: self.seed_of(batch.key, slot.index),
+        )
+
+    async def _run(
+        self,
+        slots: Sequence[_Slot],
+        policy: Model,
+        sampling: Sampling,
+        run_id: str,
+        group_size: int | None,
+        seed_of: Callable[[_Slot], int | None],
+    ) -> list[Rollout]:
         limit = asyncio.Semaphore(self.concurrency or max(1, len(slots)))
         spec = run_spec(
             self.env,
@@ -619,10 +856,9 @@ class RolloutFunction:
             self.harness,
             sampling=sampling,
             seed=self.seed,
-            repeats=batch.group_size or 1,
+            repeats=group_size or 1,
             split=self._split,
         )
-        run_id = batch.key
 
         async def play(slot: _Slot) -> Rollout:
             async with limit:
@@ -632,7 +868,7 @@ class RolloutFunction:
                     slot.task,
                     harness=self.harness,
                     repeat=slot.generation,
-                    seed=self.seed_of(batch.key, slot.index),
+                    seed=seed_of(slot),
                     sampling=sampling,
                     timeout=self.timeout,
                     run_id=run_id,
@@ -645,9 +881,14 @@ class RolloutFunction:
 
     async def aclose(self) -> None:
         """Close the environment, its verifier and the harness, and a policy built here
-        (never a `Model` handed in, nor the trainer's model). Idempotent."""
+        (never a `Model` handed in, nor the trainer's model); cancel a prefetched step.
+        Idempotent."""
         bound, self._bound = self._bound, None
-        await close_all(self.env, self.env.verifier, self.harness, bound and bound[1])
+        pipeline, self._pipeline = self._pipeline, None
+        if pipeline is not None:
+            pipeline.cancel()
+        copy, self._copy = self._copy, None
+        await close_all(self.env, self.env.verifier, self.harness, bound and bound[1], copy)
 
     def close(self) -> None:
         """`aclose()` from the trainer's thread (on the integration's loop)."""
@@ -732,6 +973,9 @@ def rollout_func(
     timeout: float | None = None,
     seed: int | None = 0,
     loop: LoopThread | None = None,
+    ahead: int = 0,
+    max_staleness: int | None = None,
+    sync: Callable[[Any], None] | None = None,
 ) -> RolloutFunction:
     """A TRL `rollout_func(prompts, trainer)` that runs `env`'s harness with the policy.
 
@@ -755,6 +999,19 @@ def rollout_func(
     So a GRPO group split across processes holds distinct samples, a task revisited
     later is sampled anew, and a resumed run does not replay the seeds of its first
     steps. `seed=None` sends no seeds (the backend draws its own).
+
+    `ahead=1` returns a prefetched step: while TRL trains step k, step k+1 generates
+    from a copy of the trainer's model (`training.GenerationCopy`), whose weights are
+    synced at the start of each call (TRL has just stepped the optimizer), through
+    `training.AsyncRollouts`. The order of the tasks is then this function's (a
+    permutation per epoch drawn from `seed`, the same on every process): TRL's prompts
+    set only how many samples this process returns, its slice of the world's batch.
+    Each sample carries `nemo_gym_weights_version` and `nemo_gym_staleness` (at most
+    `max_staleness`, default `ahead`); `task` and `task_id` are overridden with the
+    task played. A `policy` of your own needs `sync(trainer)`, which moves the
+    trainer's weights into it. Refused with `use_vllm` (TRL moves the engine's weights
+    before each call, under the prefetched generation). Evaluation calls stay
+    synchronous, on TRL's prompts. See docs/trainers.md.
     """
     require("trl", "trl")
     return RolloutFunction(
@@ -769,6 +1026,9 @@ def rollout_func(
         timeout=timeout,
         seed=seed,
         loop=loop,
+        ahead=ahead,
+        max_staleness=max_staleness,
+        sync=sync,
     )
 
 
@@ -1048,6 +1308,9 @@ class TRLSpec:
     timeout: float | None = None
     seed: int | None = 0
     loop: LoopThread = field(default_factory=shared_loop)
+    ahead: int = 0
+    max_staleness: int | None = None
+    sync: Callable[[Any], None] | None = None
 
     def __post_init__(self) -> None:
         require("trl", "trl")
@@ -1079,6 +1342,9 @@ class TRLSpec:
             timeout=self.timeout,
             seed=self.seed,
             loop=self.loop,
+            ahead=self.ahead,
+            max_staleness=self.max_staleness,
+            sync=self.sync,
         )
 
     def close(self) -> None:
@@ -1108,9 +1374,13 @@ def spec(
     timeout: float | None = None,
     seed: int | None = 0,
     loop: LoopThread | None = None,
+    ahead: int = 0,
+    max_staleness: int | None = None,
+    sync: Callable[[Any], None] | None = None,
 ) -> TRLSpec:
     """Everything `GRPOTrainer` needs for `env`: `.train_dataset`, `.reward_funcs`,
-    `.rollout_func`, `.environment_factory` (each built on first access)."""
+    `.rollout_func`, `.environment_factory` (each built on first access). `ahead`,
+    `max_staleness` and `sync` go to `rollout_func` (prefetched steps)."""
     return TRLSpec(
         env=env,
         split=split,
@@ -1123,4 +1393,7 @@ def spec(
         timeout=timeout,
         seed=seed,
         loop=loop or shared_loop(),
+        ahead=ahead,
+        max_staleness=max_staleness,
+        sync=sync,
     )

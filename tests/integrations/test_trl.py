@@ -600,10 +600,10 @@ def test_grpo_rollouts_follow_the_weights(tokenizer, tmp_path) -> None:
     assert not torch.allclose(stale, behaviour, atol=2e-2)
 
 
-def test_grpo_groups_split_across_processes_hold_distinct_samples(tmp_path) -> None:
-    """Two processes (torchrun, gloo, CPU) with per-device batch 2 and num_generations 4:
-    each group is split in halves. Every sample of a group must be sampled with its own
-    seed; with per-process seeds both halves were the same two samples."""
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> list[dict]:
+    """`trl_world.py` on two processes (torchrun, gloo, CPU): each process's record of
+    a synchronous run and a run with prefetched steps (one launch for both)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -613,12 +613,20 @@ def test_grpo_groups_split_across_processes_hold_distinct_samples(tmp_path) -> N
     path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    tmp_path = tmp_path_factory.mktemp("trl-world")
     command += ["--nproc_per_node", "2", str(script), str(tmp_path)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["world"] for r in ranks] == [2, 2]
-    calls = list(zip(ranks[0]["calls"], ranks[1]["calls"], strict=True))
+    return ranks
+
+
+def test_grpo_groups_split_across_processes_hold_distinct_samples(world) -> None:
+    """Two processes (torchrun, gloo, CPU) with per-device batch 2 and num_generations 4:
+    each group is split in halves. Every sample of a group must be sampled with its own
+    seed; with per-process seeds both halves were the same two samples."""
+    calls = list(zip(world[0]["sync"], world[1]["sync"], strict=True))
     assert len(calls) == 2
     for first, second in calls:
         assert first["step"] == second["step"]
@@ -630,6 +638,27 @@ def test_grpo_groups_split_across_processes_hold_distinct_samples(tmp_path) -> N
         assert len({tuple(r["completion"]) for r in group}) == 4
     seeds = [r["seed"] for first, second in calls for r in first["rollouts"] + second["rollouts"]]
     assert len(set(seeds)) == len(seeds)  # and the next step samples anew
+
+
+def test_grpo_prefetched_steps_across_processes(world) -> None:
+    """The same world with ahead=1: each process returns its half of every group, of
+    the same task, from the same weights version, at most one sync old."""
+    calls = list(zip(world[0]["ahead"], world[1]["ahead"], strict=True))
+    assert len(calls) == 2
+    tasks = []
+    for number, (first, second) in enumerate(calls):
+        assert first["step"] == second["step"] == number
+        group = first["rollouts"] + second["rollouts"]
+        assert len({r["task"] for r in group}) == 1
+        assert [r["repeat"] for r in group] == [0, 1, 2, 3]  # disjoint, complete
+        assert all(r["ok"] for r in group)
+        assert len({r["seed"] for r in group}) == 4
+        assert len({tuple(r["completion"]) for r in group}) == 4
+        assert len({r["version"] for r in group}) == 1  # one version per group
+        assert first["staleness"] == second["staleness"] == [0 if number == 0 else 1] * 2
+        tasks.append(group[0]["task"])
+    assert [r["version"] for first, _ in calls for r in first["rollouts"][:1]] == [1, 1]
+    assert len(set(tasks)) == 2  # the first epoch of the order: distinct tasks
 
 
 def test_rollout_func_seeds_follow_the_world_s_sample_index() -> None:
@@ -715,3 +744,207 @@ def test_grpo_trainer_runs_environment_factory_episodes(tokenizer, tmp_path) -> 
     assert "nemo_gym_bank/masked_fraction" not in entry
     assert len(opened) == 1 + 4  # the probe, then one episode per sample of the step
     assert sorted(closed) == sorted(opened)
+
+
+# -- prefetched steps (ahead > 0) ---------------------------------------------------------
+
+
+class Versioned(CharPolicy):
+    """A slow scripted policy whose `version` moves only on `sync`; every response
+    records the version at the start and at the end of its call."""
+
+    def __init__(self) -> None:
+        super().__init__(adder([3]))
+        self.version = 0
+
+    def sync(self, trainer: object) -> None:
+        self.version += 1
+
+    async def generate(self, request: gym.ModelRequest) -> gym.ModelResponse:
+        import asyncio
+
+        start = self.version
+        await asyncio.sleep(0.02)  # long enough for the next call's sync to land mid-step
+        response = await super().generate(request)
+        return response.model_copy(update={"metadata": {"saw": [start, self.version]}})
+
+
+def async_trainer(rank: int = 0, world: int = 1, group: int = 2, step: int = 0):
+    return fake_trainer(
+        accelerator=SimpleNamespace(process_index=rank, num_processes=world),
+        state=SimpleNamespace(global_step=step),
+        model=SimpleNamespace(training=True),
+        num_generations=group,
+        num_iterations=1,
+        args=SimpleNamespace(steps_per_generation=1, gradient_accumulation_steps=1),
+        use_vllm=False,
+    )
+
+
+def test_a_prefetching_rollout_func_returns_the_step_generated_during_the_last() -> None:
+    """ahead=1: call k returns the step generated while TRL trained step k-1 (one sync
+    old), from one version of the weights, and starts step k+1; the sync waits for it."""
+    import time
+
+    env = Counter(target=3, tasks=3)
+    policy = Versioned()
+    rollout = gym_trl.rollout_func(env, policy=policy, ahead=1, sync=policy.sync)
+    prompts = gym_trl.dataset(env, split="train")["prompt"][:1] * 4  # TRL's: only the size counts
+    outs, seen = [], []
+    for step in range(5):
+        outs.append(rollout(prompts, async_trainer(step=step)))
+        seen.append(list(rollout.last_rollouts))
+        if step == 0:  # the next step generates with no further call
+            deadline = time.monotonic() + 10
+            while len(policy.seen) <= 8 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(policy.seen) > 8  # 4 rollouts x 2 turns returned, more under way
+    rollout.close()
+    assert [out[gym_trl.STALENESS_FIELD] for out in outs] == [[0] * 4] + [[1] * 4] * 4
+    assert [out[gym_trl.VERSION_FIELD][0] for out in outs] == [1, 1, 2, 3, 4]
+    for out, rollouts in zip(outs, seen, strict=True):
+        assert len(out["prompt_ids"]) == 4 and all(r.ok for r in rollouts)
+        version = out[gym_trl.VERSION_FIELD][0]
+        for r in rollouts:
+            assert r.metadata["weights_version"] == version
+            # Every model call of every group ran on that version, start to end: a sync
+            # that did not wait for the generation in flight would show here.
+            for call in r.trajectory.model_calls:
+                assert call.response.metadata["saw"] == [version, version]
+        # Two groups of two, in TRL's layout; the reward functions see the task played.
+        assert [r.repeat for r in rollouts] == [0, 1, 0, 1]
+        assert rollouts[0].task_id == rollouts[1].task_id
+        assert rollouts[2].task_id == rollouts[3].task_id
+        assert out["task_id"] == [r.task_id for r in rollouts]
+        assert [json.loads(t)["id"] for t in out["task"]] == out["task_id"]
+    groups = [r.task_id for rollouts in seen for r in rollouts[::2]]
+    # Each epoch of the order visits every task once; seeds are never reused.
+    assert sorted(groups[0:3]) == sorted(groups[3:6]) == ["c0", "c1", "c2"]
+    seeds = [r.seed for rollouts in seen for r in rollouts]
+    assert len(set(seeds)) == len(seeds)
+
+
+def test_prefetching_processes_return_disjoint_complete_slices_of_one_batch() -> None:
+    """Two processes, 6 samples each, num_generations 4: three groups per step, the
+    middle one split. Each process derives the same tasks with no communication."""
+    env = Counter(target=3, tasks=5)
+    prompts = gym_trl.dataset(env, split="train")["prompt"][:1] * 6
+    played: dict[int, list[list[gym.Rollout]]] = {0: [], 1: []}
+    for rank in (0, 1):
+        rollout = gym_trl.rollout_func(env, policy=CharPolicy(adder([3])), ahead=1, sync=print)
+        for step in range(3):
+            rollout(prompts, async_trainer(rank, world=2, group=4, step=step))
+            played[rank].append(list(rollout.last_rollouts))
+        rollout.close()
+    single = gym_trl.rollout_func(env, policy=CharPolicy(adder([3])), ahead=1, sync=print)
+    for step in range(3):
+        world = played[0][step] + played[1][step]  # process 0's slice, then 1's
+        assert [r.repeat for r in world] == [0, 1, 2, 3] * 3
+        for g in range(3):
+            assert len({r.task_id for r in world[4 * g : 4 * g + 4]}) == 1
+        assert len({r.seed for r in world}) == 12
+        # The same batch as one process playing all 12 samples would.
+        single(prompts * 2, async_trainer(group=4, step=step))
+        assert [(r.task_id, r.repeat, r.seed) for r in single.last_rollouts] == [
+            (r.task_id, r.repeat, r.seed) for r in world
+        ]
+    single.close()
+
+
+def test_a_prefetching_rollout_func_refuses_what_it_cannot_do_right() -> None:
+    env = Counter(target=3, tasks=2)
+    prompts = gym_trl.dataset(env, split="train")["prompt"][:1] * 3
+    with pytest.raises(ConfigError, match="give sync="):
+        gym_trl.rollout_func(env, policy=CharPolicy(adder([3])), ahead=1)
+    with pytest.raises(ConfigError, match="ahead <= max_staleness"):
+        gym_trl.rollout_func(env, ahead=2, max_staleness=1)
+    rollout = gym_trl.rollout_func(env, policy=CharPolicy(adder([3])), ahead=1, sync=print)
+    with pytest.raises(ConfigError, match="not a whole number of groups"):
+        rollout(prompts, async_trainer(group=2))
+    vllm = async_trainer()
+    vllm.use_vllm = True
+    with pytest.raises(ConfigError, match="use_vllm=True"):
+        rollout(prompts[:2], vllm)
+
+
+def test_grpo_trains_on_steps_prefetched_from_the_weights_one_step_back(
+    tokenizer, tmp_path
+) -> None:
+    """GRPOTrainer with ahead=1 and the default generation copy: the step trained third
+    was sampled by the weights after the first optimizer step, not the second."""
+    import torch
+    import transformers
+
+    async def lengthy(task: gym.Task, trajectory: gym.Trajectory) -> float:
+        return len(trajectory.final_text) / 40
+
+    tasks = [gym.Task(id=f"q{i}", prompt=f"Write something about {i}.") for i in range(4)]
+    env = gym.Env(lengthy, name="lengthy", tasks={"train": tasks})
+    model = tiny_llama(tokenizer)
+    s = gym_trl.spec(env, split="train", ahead=1)
+    snapshots: list[dict[str, torch.Tensor]] = []
+
+    class Watch(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            snapshots.append({n: p.detach().clone() for n, p in model.named_parameters()})
+
+    trainer = trl.GRPOTrainer(
+        model=model,
+        reward_funcs=s.reward_funcs,
+        args=grpo_config(tmp_path, max_steps=3),
+        train_dataset=s.train_dataset,
+        processing_class=tokenizer,
+        rollout_func=s.rollout_func,
+        callbacks=[Watch()],
+    )
+    trainer.train()
+    steps = s.rollout_func.steps
+    s.close()
+    assert [step.staleness for step in steps] == [0, 1, 1]
+    assert [step.weights_version for step in steps] == [1, 1, 2]
+    logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert [entry["nemo_gym_lengthy/staleness"] for entry in logs] == [0, 1, 1]
+    third = s.rollout_func.last_rollouts
+    assert all(r.metadata["weights_version"] == 2 for r in third)
+
+    def logprobs(weights, rollout):
+        model.load_state_dict(weights, strict=False)
+        sample = gym.training.sample(rollout)
+        ids = torch.tensor([sample.token_ids])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, :-1].float()
+        chosen = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0]
+        mask = torch.tensor(sample.loss_mask[1:], dtype=torch.bool)
+        return chosen[mask], torch.tensor(sample.logprobs[1:])[mask]
+
+    recomputed, behaviour = logprobs(snapshots[0], third[0])
+    assert torch.allclose(recomputed, behaviour, atol=2e-3)
+    current, _ = logprobs(snapshots[1], third[0])
+    assert not torch.allclose(current, behaviour, atol=2e-2)
+
+
+def test_a_resumed_prefetching_run_continues_the_order_and_evaluation_stays_synchronous() -> None:
+    env = Counter(target=3, tasks=5)
+    data = gym_trl.dataset(env, split="train")["prompt"]
+    prompts = data[:1] * 4
+
+    def played(rollout) -> list[str]:
+        return [r.task_id for r in rollout.last_rollouts[::2]]
+
+    whole = gym_trl.rollout_func(env, policy=CharPolicy(adder([3])), ahead=1, sync=print)
+    order = []
+    for step in range(4):
+        whole(prompts, async_trainer(step=step))
+        order.append(played(whole))
+    whole.close()
+    # Restarted from a checkpoint at step 3: the tasks of step 3, not those of step 0.
+    resumed = gym_trl.rollout_func(env, policy=CharPolicy(adder([3])), ahead=1, sync=print)
+    resumed(prompts, async_trainer(step=3))
+    assert played(resumed) == order[3] != order[0]
+    # An evaluation call plays TRL's own prompts, now, and starts nothing.
+    evaluation = async_trainer(step=3)
+    evaluation.model.training = False
+    resumed([data[4], data[4]], evaluation)
+    assert [r.task_id for r in resumed.last_rollouts] == ["c4", "c4"]
+    assert resumed.last_step is not None and resumed.last_step.weights_version == 1
+    resumed.close()

@@ -5,6 +5,11 @@ starts it as `torchrun --standalone --nproc_per_node 2 trl_world.py OUT`: per-de
 batch 2 and `num_generations` 4, so every GRPO group is split across the two processes,
 each sampling its half with the live model being trained. Each process writes what its
 `rollout_func` played, call by call, to `OUT/rank<r>.json`.
+
+Then, in the same processes (starting them is most of the cost), a second run of two
+steps with prefetched steps (`rollout_func(ahead=1)`, generated from a copy of the
+model), recording each sample's weights version and staleness too. The file holds
+`{"world": 2, "sync": [calls...], "ahead": [calls...]}`.
 """
 
 from __future__ import annotations
@@ -27,13 +32,11 @@ async def lengthy(task: gym.Task, trajectory: gym.Trajectory) -> float:
     return len(trajectory.final_text) / 40  # random tokens: a reward with a spread
 
 
-def main(out: Path) -> None:
-    directory, _ = converted_checkpoint(embedded_gguf_path())
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
+def train(out: Path, tokenizer: object, ahead: int) -> list[dict[str, object]]:
     model = tiny_llama(tokenizer, seed=0)  # the same initial weights on both processes
     tasks = [gym.Task(id=f"q{i}", prompt=f"Write something about {i}.") for i in range(4)]
     env = gym.Env(lengthy, name="lengthy", tasks={"train": tasks})
-    s = gym_trl.spec(env, split="train")
+    s = gym_trl.spec(env, split="train", ahead=ahead)
     played: list[dict[str, object]] = []
 
     def rollout_func(prompts: list[object], trainer: object) -> dict[str, list[object]]:
@@ -41,6 +44,7 @@ def main(out: Path) -> None:
         played.append(
             {
                 "step": trainer.state.global_step,  # type: ignore[attr-defined]
+                "staleness": out.get(gym_trl.STALENESS_FIELD),
                 "rollouts": [
                     {
                         "task": r.task_id,
@@ -48,6 +52,7 @@ def main(out: Path) -> None:
                         "seed": r.seed,
                         "ok": r.ok,
                         "completion": r.trajectory.model_calls[0].response.completion_token_ids,
+                        "version": r.metadata.get("weights_version"),
                     }
                     for r in s.rollout_func.last_rollouts
                 ],
@@ -56,7 +61,7 @@ def main(out: Path) -> None:
         return out
 
     args = trl.GRPOConfig(
-        output_dir=str(out / "trainer"),
+        output_dir=str(out / f"trainer-{ahead}"),
         per_device_train_batch_size=2,
         num_generations=4,
         max_completion_length=8,
@@ -78,10 +83,18 @@ def main(out: Path) -> None:
         rollout_func=rollout_func,
     )
     trainer.train()
-    rank = trainer.accelerator.process_index
-    world = trainer.accelerator.num_processes
-    (out / f"rank{rank}.json").write_text(json.dumps({"world": world, "calls": played}))
     s.close()
+    return played
+
+
+def main(out: Path) -> None:
+    import torch.distributed as dist
+
+    directory, _ = converted_checkpoint(embedded_gguf_path())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory))
+    runs = {"sync": train(out, tokenizer, 0), "ahead": train(out, tokenizer, 1)}
+    rank, world = dist.get_rank(), dist.get_world_size()
+    (out / f"rank{rank}.json").write_text(json.dumps({"world": world, **runs}))
 
 
 if __name__ == "__main__":
