@@ -21,6 +21,9 @@ Rows (milliseconds, median and p90 over --n runs):
   `pooled` takes a warm sandbox and gives it back through the checked reset. `e2b`:
   the real E2B SDK against its loopback fake (`tests/sandbox/e2b_fake.py`), whose
   sandboxes are `local` ones: the client's share (SDK, HTTP, Connect) beside `local`.
+  `enroot`: the provider through the tests' stand-in `enroot` (`enroot create` and
+  `remove` per sandbox, `start` in a bubblewrap PID and network namespace): the CLI's
+  and the namespaces' share, not Enroot's image unpacking.
 - `floor: ...`: what the machine charges for the primitives underneath: a bare
   `os.fork()` + `os._exit` + `waitpid` of a small Python process (the worker's imports,
   no sandbox), and `posix_spawn` of `/bin/true`. The fork path cannot beat the first.
@@ -32,9 +35,11 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -216,6 +221,8 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
         )
     except ImportError:
         print("skipping e2b: the e2b extra is not installed")
+    enroot_dir = tempfile.mkdtemp(prefix="nemo_gym_bench_enroot_")
+    providers.append(("enroot (CLI, stand-in enroot)", _enroot_stand_in(Path(enroot_dir))))
     rows = []
     for label, provider in providers:
 
@@ -233,7 +240,20 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
             await provider.aclose()
     if fake is not None:
         fake.stop()
+    shutil.rmtree(enroot_dir, ignore_errors=True)
     return rows
+
+
+def _enroot_stand_in(directory: Path) -> Any:
+    """The `enroot` provider over the tests' stand-in `enroot` (user and mount namespaces
+    by bubblewrap, as Enroot's), isolated as by default: its CLI and namespace layers."""
+    from tests.sandbox.enroot_fake import squashfs_stub, write_fake_enroot
+
+    os.environ["ENROOT_DATA_PATH"] = str(directory / "data")
+    os.environ["ENROOT_FAKE_LOG"] = str(directory / "calls.jsonl")
+    binary = write_fake_enroot(directory)
+    image = squashfs_stub(directory / "image.sqsh")
+    return get("enroot", binary=str(binary), image=str(image), cache_dir=str(directory))
 
 
 async def main() -> None:
