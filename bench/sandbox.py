@@ -23,7 +23,9 @@ Rows (milliseconds, median and p90 over --n runs):
   sandboxes are `local` ones: the client's share (SDK, HTTP, Connect) beside `local`.
   `enroot`: the provider through the tests' stand-in `enroot` (`enroot create` and
   `remove` per sandbox, `start` in a bubblewrap PID and network namespace): the CLI's
-  and the namespaces' share, not Enroot's image unpacking.
+  and the namespaces' share, not Enroot's image unpacking. `kubernetes`: the official
+  client against the loopback fake API server (`tests/sandbox/kubernetes_fake.py`),
+  pods as `local` sandboxes: REST, the exec websocket and the wrapper, beside `local`.
 - `floor: ...`: what the machine charges for the primitives underneath: a bare
   `os.fork()` + `os._exit` + `waitpid` of a small Python process (the worker's imports,
   no sandbox), and `posix_spawn` of `/bin/true`. The fork path cannot beat the first.
@@ -221,6 +223,19 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
         )
     except ImportError:
         print("skipping e2b: the e2b extra is not installed")
+    kube = None
+    try:
+        import kubernetes  # noqa: F401
+
+        from tests.sandbox.kubernetes_fake import KubernetesFake
+
+        kube = KubernetesFake()
+        kube_url = kube.start()
+        providers.append(
+            ("kubernetes (client, loopback fake)", get("kubernetes", host=kube_url, labels=labels))
+        )
+    except ImportError:
+        print("skipping kubernetes: the kubernetes extra is not installed")
     enroot_dir = tempfile.mkdtemp(prefix="nemo_gym_bench_enroot_")
     providers.append(("enroot (CLI, stand-in enroot)", _enroot_stand_in(Path(enroot_dir))))
     rows = []
@@ -240,6 +255,8 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
             await provider.aclose()
     if fake is not None:
         fake.stop()
+    if kube is not None:
+        kube.stop()
     shutil.rmtree(enroot_dir, ignore_errors=True)
     return rows
 

@@ -199,6 +199,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "apptainer": "nemo_gym.sandbox.apptainer:ApptainerProvider",
         "enroot": "nemo_gym.sandbox.enroot:EnrootProvider",
         "e2b": "nemo_gym.sandbox.remote.e2b:E2BProvider",
+        "kubernetes": "nemo_gym.sandbox.remote.kubernetes:KubernetesProvider",
     },
 }
 
