@@ -200,6 +200,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "enroot": "nemo_gym.sandbox.enroot:EnrootProvider",
         "e2b": "nemo_gym.sandbox.remote.e2b:E2BProvider",
         "kubernetes": "nemo_gym.sandbox.remote.kubernetes:KubernetesProvider",
+        "ecs": "nemo_gym.sandbox.remote.ecs:EcsProvider",
     },
 }
 
