@@ -36,7 +36,14 @@ from pathlib import Path
 
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import SandboxSpec
-from nemo_gym.sandbox.base import Provider, WorkerSandbox, in_pids_cgroup, worker_source
+from nemo_gym.sandbox.base import (
+    Provider,
+    WorkerSandbox,
+    image_exec_env,
+    in_pids_cgroup,
+    runtime_env,
+    worker_source,
+)
 from nemo_gym.sandbox.limits import resolve
 from nemo_gym.sandbox.local import find_bwrap
 from nemo_gym.sandbox.network import MOUNT, PortRelay, forward_argv
@@ -191,13 +198,6 @@ class EnrootProvider(Provider):
         self._reaped = False
         self._imports: dict[str, asyncio.Lock] = {}
 
-    def _process_env(self) -> dict[str, str]:
-        return {
-            key: value
-            for key, value in os.environ.items()
-            if key in _PASSED_ENV or key.startswith(_PASSED_ENV_PREFIXES)
-        }
-
     async def _enroot(self, *args: str, timeout: float = 600.0) -> str:
         """Run one enroot command; its stdout, or `SandboxError` with what it said."""
         binary = find_binary(self.binary)
@@ -207,7 +207,7 @@ class EnrootProvider(Provider):
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=self._process_env(),
+            env=runtime_env(_PASSED_ENV, _PASSED_ENV_PREFIXES),
         )
         try:
             async with asyncio.timeout(timeout):
@@ -315,14 +315,8 @@ class EnrootProvider(Provider):
             argv=argv,
             spec=spec,
             workdir=spec.workdir,
-            env={
-                "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                "HOME": spec.workdir,
-                "TMPDIR": "/tmp",
-                "LANG": "C.UTF-8",
-                "PYTHONDONTWRITEBYTECODE": "1",
-            },
-            process_env=self._process_env(),
+            env=image_exec_env(spec.workdir),
+            process_env=runtime_env(_PASSED_ENV, _PASSED_ENV_PREFIXES),
             # enroot's switchroot passes stdio, not other descriptors, into the container
             channel_on_stdio=True,
             process_cwd=host_workdir,

@@ -25,13 +25,11 @@ import datetime
 import itertools
 import json
 import signal
-import threading
 import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from e2b.envd.process import process_pb
 from e2b.envd.process.process_connect import Process, ProcessASGIApplication
 from protobuf import Oneof
@@ -39,6 +37,7 @@ from protobuf import Oneof
 from nemo_gym.records import ExecResult, ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import WorkerSandbox
 from nemo_gym.sandbox.local import LocalProvider
+from tests.sandbox.remote_service import LoopbackServer
 
 ENVD_VERSION = "0.6.7"
 
@@ -76,51 +75,28 @@ class E2BFake:
         self._local = LocalProvider()
         self._process_app = ProcessASGIApplication(_ProcessService(self))
         self.url = ""
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self._serving = LoopbackServer(self, name="E2B", on_stop=self._close_all)
 
     # -- serving
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._serving.loop
+
     def start(self) -> str:
-        config = uvicorn.Config(
-            self, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="none"
-        )
-        self._server = uvicorn.Server(config)
-        started = threading.Event()
-
-        def serve() -> None:
-            async def main() -> None:
-                self.loop = asyncio.get_running_loop()
-                task = asyncio.create_task(self._server.serve())  # type: ignore[union-attr]
-                # uvicorn offers no event for "listening"; its flag is polled.
-                while not self._server.started:  # type: ignore[union-attr]  # noqa: ASYNC110
-                    await asyncio.sleep(0.01)
-                started.set()
-                await task
-                for sandbox in list(self.sandboxes.values()):
-                    await sandbox.box.aclose()
-
-            asyncio.run(main())
-
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        if not started.wait(30):
-            raise RuntimeError("the E2B fake did not start")
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = self._serving.start()
         return self.url
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(30)
+        self._serving.stop()
 
     def run(self, coro: Any) -> Any:
         """Run `coro` on the service's loop from another thread (for test set-up)."""
-        assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+        return self._serving.run(coro)
+
+    async def _close_all(self) -> None:
+        for sandbox in list(self.sandboxes.values()):
+            await sandbox.box.aclose()
 
     # -- ASGI
 

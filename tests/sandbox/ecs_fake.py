@@ -18,13 +18,13 @@ import asyncio
 import datetime
 import itertools
 import json
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from botocore.session import get_session
 from botocore.validate import ParamValidator
+
+from tests.sandbox.remote_service import LoopbackServer
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -82,39 +82,14 @@ class EcsFake:
         """RunTasks that act and then answer 500 ServerException, as when a reply is lost."""
         self._ids = itertools.count(1)
         self.url = ""
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._serving = LoopbackServer(self, name="ECS")
 
     def start(self) -> str:
-        config = uvicorn.Config(self, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        started = threading.Event()
-
-        def serve() -> None:
-            async def main() -> None:
-                self.loop = asyncio.get_running_loop()
-                task = asyncio.create_task(self._server.serve())  # type: ignore[union-attr]
-                while not self._server.started:  # type: ignore[union-attr]  # noqa: ASYNC110
-                    await asyncio.sleep(0.01)
-                started.set()
-                await task
-
-            asyncio.run(main())
-
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        if not started.wait(30):
-            raise RuntimeError("the ECS fake did not start")
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = self._serving.start()
         return self.url
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(30)
+        self._serving.stop()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":

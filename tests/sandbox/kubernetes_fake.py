@@ -25,18 +25,16 @@ import base64
 import datetime
 import itertools
 import json
-import threading
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
-
 from nemo_gym.records import ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import WorkerSandbox
 from nemo_gym.sandbox.local import LocalProvider
 from nemo_gym.sandbox.remote.kubernetes import NETWORK_LABEL
+from tests.sandbox.remote_service import LoopbackServer
 
 # Runs one exec's command in the pod's sandbox and reports its bytes and exit status
 # (the `local` sandbox's own exec decodes output as text; a container runtime does not).
@@ -81,53 +79,31 @@ class KubernetesFake:
     """How many reads of a new pod answer phase Pending before Running."""
     execs: int = 0
     url: str = ""
-    loop: asyncio.AbstractEventLoop | None = None
     _local: LocalProvider = field(default_factory=LocalProvider)
-    _server: uvicorn.Server | None = None
-    _thread: threading.Thread | None = None
     _versions: Any = field(default_factory=lambda: itertools.count(1))
 
     # -- serving
 
-    def start(self) -> str:
-        config = uvicorn.Config(
-            self, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="websockets-sansio"
+    def __post_init__(self) -> None:
+        self._serving = LoopbackServer(
+            self, name="Kubernetes", ws="websockets-sansio", on_stop=self._close_all
         )
-        self._server = uvicorn.Server(config)
-        started = threading.Event()
 
-        def serve() -> None:
-            async def main() -> None:
-                self.loop = asyncio.get_running_loop()
-                task = asyncio.create_task(self._server.serve())  # type: ignore[union-attr]
-                while not self._server.started:  # type: ignore[union-attr]  # noqa: ASYNC110
-                    await asyncio.sleep(0.01)
-                started.set()
-                await task
-                for pod in list(self.pods.values()):
-                    if pod.box is not None:
-                        await pod.box.aclose()
-
-            asyncio.run(main())
-
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        if not started.wait(30):
-            raise RuntimeError("the Kubernetes fake did not start")
-        port = self._server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+    def start(self) -> str:
+        self.url = self._serving.start()
         return self.url
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(30)
+        self._serving.stop()
 
     def run(self, coro: Any) -> Any:
         """Run `coro` on the server's loop from another thread (for test set-up)."""
-        assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+        return self._serving.run(coro)
+
+    async def _close_all(self) -> None:
+        for pod in list(self.pods.values()):
+            if pod.box is not None:
+                await pod.box.aclose()
 
     def pod(self, name: str, namespace: str = "default") -> FakePod | None:
         return self.pods.get((namespace, name))

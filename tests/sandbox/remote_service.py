@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,3 +137,69 @@ class LocalServiceBackend:
         for held in self.service.sandboxes.values():
             await self.service.serve(held.sandbox.aclose())
         self.service.sandboxes.clear()
+
+
+class LoopbackServer:
+    """An ASGI app (a fake service) served by uvicorn on 127.0.0.1, on an event loop in a
+    thread of its own, so clients on any loop reach it; `on_stop` runs on that loop
+    once serving has ended (to close what the fake holds)."""
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        name: str,
+        ws: str = "none",
+        on_stop: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.app = app
+        self.name = name
+        self.ws = ws
+        self.on_stop = on_stop
+        self.url = ""
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> str:
+        """Serve; the base URL (`http://127.0.0.1:PORT`)."""
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws=self.ws
+        )
+        server = self._server = uvicorn.Server(config)
+        started = threading.Event()
+
+        def serve() -> None:
+            async def main() -> None:
+                self.loop = asyncio.get_running_loop()
+                task = asyncio.create_task(server.serve())
+                # uvicorn offers no event for "listening"; its flag is polled.
+                while not server.started:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+                started.set()
+                await task
+                if self.on_stop is not None:
+                    await self.on_stop()
+
+            asyncio.run(main())
+
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        if not started.wait(30):
+            raise RuntimeError(f"the {self.name} fake did not start")
+        port = server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run `coro` on the server's loop from another thread (for test set-up)."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)

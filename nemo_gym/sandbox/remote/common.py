@@ -200,6 +200,24 @@ class BillingRates(Protocol):
         ...
 
 
+class OutputCap:
+    """One output stream of an exec, kept up to `limit` bytes (the rest counted as cut)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+        self.truncated = False
+
+    def add(self, data: bytes) -> None:
+        room = self.limit - len(self.kept)
+        if len(data) > room:
+            self.truncated = True
+        self.kept += data[: max(room, 0)]
+
+    def text(self) -> str:
+        return self.kept.decode("utf-8", errors="replace")
+
+
 # ------------------------------------------------------------------- rate and retries
 
 
@@ -751,6 +769,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "BillingRates",
     "Labels",
+    "OutputCap",
     "RateLimiter",
     "RemoteBackend",
     "RemoteInfo",

@@ -17,7 +17,12 @@ from typing import Any
 
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ExecResult, SandboxSpec
-from nemo_gym.sandbox.remote.common import RemoteInfo, RemoteProvider, TransientError
+from nemo_gym.sandbox.remote.common import (
+    OutputCap,
+    RemoteInfo,
+    RemoteProvider,
+    TransientError,
+)
 
 __all__ = ["E2BBackend", "E2BProvider"]
 
@@ -47,23 +52,11 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, httpx.TransportError)
 
 
-class _Cap:
-    """One stream's bytes, kept up to `limit` (the rest counted and dropped)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.kept = bytearray()
-        self.truncated = False
+class _Cap(OutputCap):
+    """An `OutputCap` fed the SDK's text chunks."""
 
     def __call__(self, chunk: str) -> None:
-        data = chunk.encode()
-        room = self.limit - len(self.kept)
-        if len(data) > room:
-            self.truncated = True
-        self.kept += data[: max(room, 0)]
-
-    def text(self) -> str:
-        return self.kept.decode("utf-8", errors="replace")
+        self.add(chunk.encode())
 
 
 class E2BBackend:

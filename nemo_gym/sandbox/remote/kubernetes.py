@@ -34,7 +34,12 @@ from typing import Any
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ExecResult, SandboxSpec
 from nemo_gym.sandbox import limits as _limits
-from nemo_gym.sandbox.remote.common import RemoteInfo, RemoteProvider, TransientError
+from nemo_gym.sandbox.remote.common import (
+    OutputCap,
+    RemoteInfo,
+    RemoteProvider,
+    TransientError,
+)
 
 __all__ = ["KubernetesBackend", "KubernetesProvider", "pod_manifest"]
 
@@ -166,19 +171,6 @@ def _ulimits(spec_limits: Any) -> list[str]:
     if spec_limits.open_files:
         flags.append(f"-n{spec_limits.open_files}")
     return flags
-
-
-class _Cap:
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.kept = bytearray()
-        self.truncated = False
-
-    def add(self, data: bytes) -> None:
-        room = self.limit - len(self.kept)
-        if len(data) > room:
-            self.truncated = True
-        self.kept += data[: max(room, 0)]
 
 
 class KubernetesBackend:
@@ -428,7 +420,7 @@ class KubernetesBackend:
             *argv,
         ]
         started = time.monotonic()
-        out, err = _Cap(output_bytes), _Cap(output_bytes)
+        out, err = OutputCap(output_bytes), OutputCap(output_bytes)
         stop = threading.Event()
         try:
             code = await asyncio.to_thread(
@@ -447,8 +439,8 @@ class KubernetesBackend:
             timed_out, exit_code = False, -(code - 128) if 128 < code <= 128 + 64 else code
         return ExecResult(
             exit_code=exit_code,
-            stdout=out.kept.decode("utf-8", errors="replace"),
-            stderr=err.kept.decode("utf-8", errors="replace"),
+            stdout=out.text(),
+            stderr=err.text(),
             timed_out=timed_out,
             duration_s=elapsed,
             stdout_truncated=out.truncated,
@@ -460,8 +452,8 @@ class KubernetesBackend:
         sandbox_id: str,
         command: builtins.list[str],
         stdin: bytes,
-        out: _Cap,
-        err: _Cap,
+        out: OutputCap,
+        err: OutputCap,
         wait_s: float,
         stop: threading.Event,
     ) -> int | None:
@@ -524,8 +516,8 @@ class KubernetesBackend:
                 sandbox_id,
                 ["/bin/sh", "-c", _KILL, "kill", marker],
                 b"",
-                _Cap(0),
-                _Cap(0),
+                OutputCap(0),
+                OutputCap(0),
                 30.0,
                 threading.Event(),
             )
@@ -541,8 +533,8 @@ class KubernetesBackend:
             )
 
     async def read_file(self, sandbox_id: str, path: str) -> bytes:
-        out = _Cap(READ_LIMIT)
-        err = _Cap(1 << 16)
+        out = OutputCap(READ_LIMIT)
+        err = OutputCap(1 << 16)
         code = await asyncio.to_thread(
             self._stream,
             sandbox_id,
