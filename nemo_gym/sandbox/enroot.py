@@ -331,14 +331,19 @@ class EnrootProvider(Provider):
         except (SandboxError, OSError) as exc:
             logger.warning("enroot: could not remove container %s: %s", container, exc)
 
-    async def reap(self) -> list[str]:
-        """Remove this user's `nemo-gym_*` containers whose owner on this host is gone;
-        the names removed (never a live owner's, nor another host's)."""
+    async def reap(self, *, dead_owners_only: bool = True, run: str | None = None) -> list[str]:
+        """Remove this user's `nemo-gym_*` containers whose owner on this host is gone
+        (and, with `dead_owners_only=False`, those of other hosts, as `gym sandbox reap`
+        asks: a store shared between nodes); the names removed. Never a live owner's
+        on this host."""
+        if run is not None:
+            raise ConfigError("enroot: containers carry their owner, not a run: drop --run")
         listed = await self._enroot("list", timeout=120.0)
+        wanted = (False,) if dead_owners_only else (False, None)
         doomed = [
             name
             for name in listed.split()
-            if (owner := owner_of(name)) is not None and owner_alive(owner) is False
+            if (owner := owner_of(name)) is not None and owner_alive(owner) in wanted
         ]
         if doomed:
             await self._enroot("remove", "--force", *doomed, timeout=300.0)

@@ -235,3 +235,22 @@ def test_without_isolation_the_host_network_runs_bare_enroot() -> None:
 
     assert asyncio.run(main()) == "bare\n"
     assert calls("start")[-1][:2] == ["start", "--rw"]
+
+
+def test_reaping_everything_spares_live_owners_here_and_takes_other_hosts() -> None:
+    elsewhere = DATA / "nemo-gym_0123456789ab_other-host.4242.777"
+    elsewhere.mkdir(parents=True)
+
+    async def main() -> None:
+        provider = EnrootProvider(**OPTIONS, reap_on_start=False)
+        live = await provider.create()
+        try:
+            assert await provider.reap() == []  # dead owners only: none here
+            assert await provider.reap(dead_owners_only=False) == [elsewhere.name]
+            assert any(owner_of(c) == owner_token() for c in containers())
+            with pytest.raises(ConfigError, match="drop --run"):
+                await provider.reap(run="r1")
+        finally:
+            await live.aclose()
+
+    asyncio.run(main())
