@@ -202,3 +202,13 @@ def test_without_the_sdk_the_error_says_what_to_install(monkeypatch: pytest.Monk
             await KubernetesProvider(host="http://127.0.0.1:9", labels=LABELS).create()
 
     asyncio.run(main())
+
+
+def test_a_missing_kubeconfig_is_a_config_error_naming_it(tmp_path: Any) -> None:
+    missing = str(tmp_path / "nope.yaml")
+
+    async def main() -> None:
+        with pytest.raises(ConfigError, match=f"could not load kubeconfig {missing}"):
+            await KubernetesProvider(kubeconfig=missing, labels=LABELS).create()
+
+    asyncio.run(main())

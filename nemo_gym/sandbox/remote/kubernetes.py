@@ -232,24 +232,32 @@ class KubernetesBackend:
                 configuration.api_key_prefix = {"authorization": "Bearer"}
         else:
             configuration = k8s.client.Configuration()
-            if c["in_cluster"]:
-                k8s.config.load_incluster_config(client_configuration=configuration)
-            else:
-                k8s.config.load_kube_config(
-                    config_file=c["kubeconfig"],
-                    context=c["context"],
-                    client_configuration=configuration,
+            try:
+                if c["in_cluster"]:
+                    k8s.config.load_incluster_config(client_configuration=configuration)
+                else:
+                    k8s.config.load_kube_config(
+                        config_file=c["kubeconfig"],
+                        context=c["context"],
+                        client_configuration=configuration,
+                    )
+            except (k8s.config.ConfigException, OSError) as exc:
+                where = (
+                    "the in-cluster service account"
+                    if c["in_cluster"]
+                    else (f"kubeconfig {c['kubeconfig'] or '~/.kube/config'}")
                 )
+                raise ConfigError(f"kubernetes: could not load {where}: {exc}") from exc
         self._api = k8s.client.CoreV1Api(k8s.client.ApiClient(configuration))
         return self._api
 
     async def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return await asyncio.to_thread(fn, *args, **kwargs)
-        except (SandboxError, ConfigError, OSError) as exc:
-            if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
-                raise
+        except ConnectionError as exc:
             raise TransientError(f"kubernetes {what}: {exc}") from exc
+        except (SandboxError, ConfigError, OSError):
+            raise
         except Exception as exc:
             status = _status_of(exc)
             if status is not None and (status in (0, 429) or status >= 500):
