@@ -25,6 +25,11 @@ Rows (milliseconds, median and p90 over --n runs):
   an exec is one call (two with stdin: it is uploaded first), its reply the wrapper's output.
   `opensandbox`: the real OpenSandbox SDK against its loopback fake
   (`tests/sandbox/opensandbox_fake.py`); an exec is one streamed (SSE) call.
+  `enroot`: the provider through the tests' stand-in `enroot` (`enroot create` and
+  `remove` per sandbox, `start` in a bubblewrap PID and network namespace): the CLI's
+  and the namespaces' share, not Enroot's image unpacking. `kubernetes`: the official
+  client against the loopback fake API server (`tests/sandbox/kubernetes_fake.py`),
+  pods as `local` sandboxes: REST, the exec websocket and the wrapper, beside `local`.
 - `floor: ...`: what the machine charges for the primitives underneath: a bare
   `os.fork()` + `os._exit` + `waitpid` of a small Python process (the worker's imports,
   no sandbox), and `posix_spawn` of `/bin/true`. The fork path cannot beat the first.
@@ -36,9 +41,11 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -260,6 +267,21 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
         print(
             "skipping opensandbox: its SDK is not installed (bash scripts/install-remote-sdks.sh)"
         )
+    kube = None
+    try:
+        import kubernetes  # noqa: F401
+
+        from tests.sandbox.kubernetes_fake import KubernetesFake
+
+        kube = KubernetesFake()
+        kube_url = kube.start()
+        providers.append(
+            ("kubernetes (client, loopback fake)", get("kubernetes", host=kube_url, labels=labels))
+        )
+    except ImportError:
+        print("skipping kubernetes: the kubernetes extra is not installed")
+    enroot_dir = tempfile.mkdtemp(prefix="nemo_gym_bench_enroot_")
+    providers.append(("enroot (CLI, stand-in enroot)", _enroot_stand_in(Path(enroot_dir))))
     rows = []
     for label, provider in providers:
 
@@ -281,7 +303,22 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
         daytona_fake.stop()
     if opensandbox_fake is not None:
         opensandbox_fake.stop()
+    if kube is not None:
+        kube.stop()
+    shutil.rmtree(enroot_dir, ignore_errors=True)
     return rows
+
+
+def _enroot_stand_in(directory: Path) -> Any:
+    """The `enroot` provider over the tests' stand-in `enroot` (user and mount namespaces
+    by bubblewrap, as Enroot's), isolated as by default: its CLI and namespace layers."""
+    from tests.sandbox.enroot_fake import squashfs_stub, write_fake_enroot
+
+    os.environ["ENROOT_DATA_PATH"] = str(directory / "data")
+    os.environ["ENROOT_FAKE_LOG"] = str(directory / "calls.jsonl")
+    binary = write_fake_enroot(directory)
+    image = squashfs_stub(directory / "image.sqsh")
+    return get("enroot", binary=str(binary), image=str(image), cache_dir=str(directory))
 
 
 async def main() -> None:

@@ -79,6 +79,7 @@ class MetricsAccumulator:
         self._reward = array("d")
         self._no_answer = bytearray()  # 0 answered, 1 no answer, 2 not reported
         self._components: dict[str, array[float]] = {}
+        self._sandbox: dict[str, array[float]] = {}
         self._failures: list[tuple[str, str]] = []
         self._failure_index: dict[tuple[str, str], int] = {}
 
@@ -105,11 +106,12 @@ class MetricsAccumulator:
             self._outcome.append(-1)
             self._reward.append(_NAN)
             self._no_answer.append(2)
-            for values in self._components.values():
+            for values in (*self._components.values(), *self._sandbox.values()):
                 values.append(_NAN)
         else:
-            for values in self._components.values():
+            for values in (*self._components.values(), *self._sandbox.values()):
                 values[slot] = _NAN
+        self._add_sandbox(slot, row, where)
         if status == "ok":
             self._add_ok(slot, row, where)
         else:
@@ -134,6 +136,24 @@ class MetricsAccumulator:
             self._no_answer[slot] = 1 if metadata["extracted_answer"] is None else 0
         else:
             self._no_answer[slot] = 2
+
+    def _add_sandbox(self, slot: int, row: Mapping[str, Any], where: str) -> None:
+        metadata = row.get("metadata")
+        times = metadata.get("sandbox") if isinstance(metadata, Mapping) else None
+        if times is None:
+            return
+        if not isinstance(times, Mapping):
+            raise ConfigError(f"{where}: field 'metadata.sandbox' must be an object, got {times!r}")
+        for name, value in times.items():
+            field = f"metadata.sandbox.{name}"
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{where}: field {field!r} must be a number, got {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{where}: field {field!r} is {value!r}, not a finite amount")
+            values = self._sandbox.get(name)
+            if values is None:
+                values = self._sandbox[name] = array("d", [_NAN]) * len(self._outcome)
+            values[slot] = float(value)
 
     def _add_failed(self, slot: int, row: Mapping[str, Any], where: str) -> None:
         failure = row.get("failure")
@@ -192,6 +212,7 @@ class MetricsAccumulator:
             part = partials[group]
             part.n_rollouts += 1
             part.tasks.add(task_id)
+            part.slots.append(slot)
             outcome = self._outcome[slot]
             if outcome >= 0:
                 kind, code = self._failures[outcome]
@@ -238,6 +259,11 @@ class MetricsAccumulator:
             present = [values[s] for s in ok_slots if not math.isnan(values[s])]
             if present:
                 stats[name] = _stats(present)
+        sandbox: dict[str, Stats] = {}
+        for name, values in sorted(self._sandbox.items()):
+            present = [values[s] for part in parts for s in part.slots if not math.isnan(values[s])]
+            if present:
+                sandbox[name] = _stats(present)
         pass_k: dict[int, float] = {}
         if counts:
             smallest = min(n for n, _ in counts)
@@ -262,6 +288,7 @@ class MetricsAccumulator:
             success_threshold=self.success_threshold,
             n_no_answer=no_answer,
             no_answer_rate=no_answer / reported if reported else None,
+            sandbox=sandbox,
         )
 
 
@@ -278,6 +305,7 @@ class _Partial:
         "per_task",
         "reported",
         "rewards",
+        "slots",
         "tasks",
     )
 
@@ -290,6 +318,7 @@ class _Partial:
         self.per_task: dict[str, list[int]] = {}  # task id -> [ok samples, passing]
         self.rewards: list[float] = []
         self.ok_slots: list[int] = []
+        self.slots: list[int] = []  # every key's, failed ones too
 
 
 def compute_metrics(
@@ -306,7 +335,8 @@ def compute_metrics(
     pairs. The no-answer rate is the share of ok rollouts whose verifier reported
     `extracted_answer` as None, among those whose verifier reports it at all. Every
     number is also given per environment (`by_env`) and per variant (`by_variant`). A
-    malformed row raises `ConfigError`.
+    malformed row raises `ConfigError`. `sandbox` holds, over every rollout that used
+    a sandbox (failed ones too), a `Stats` of each number in its `metadata["sandbox"]`.
     """
     accumulator = MetricsAccumulator(success_threshold=success_threshold)
     for number, row in enumerate(rows, 1):

@@ -710,6 +710,10 @@ class RunMetrics(_Value):
     # the ok rollouts whose verifier reports extraction at all (None: none does).
     n_no_answer: int = 0
     no_answer_rate: float | None = None
+    # Over the rollouts that used a sandbox (ok and failed: a failure costs sandbox time
+    # too): each number of their `metadata["sandbox"]` (seconds, counts, billing units);
+    # a run's total is `mean * n`.
+    sandbox: dict[str, Stats] = Field(default_factory=dict)
     # The same metrics per environment (every run) and per variant (runs with
     # variants; each with its own `by_env` when the run mixes environments).
     by_env: dict[str, RunMetrics] = Field(default_factory=dict)

@@ -197,9 +197,12 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "process": "nemo_gym.sandbox.process:ProcessProvider",
         "docker": "nemo_gym.sandbox.docker:DockerProvider",
         "apptainer": "nemo_gym.sandbox.apptainer:ApptainerProvider",
+        "enroot": "nemo_gym.sandbox.enroot:EnrootProvider",
         "e2b": "nemo_gym.sandbox.remote.e2b:E2BProvider",
         "daytona": "nemo_gym.sandbox.remote.daytona:DaytonaProvider",
         "opensandbox": "nemo_gym.sandbox.remote.opensandbox:OpenSandboxProvider",
+        "kubernetes": "nemo_gym.sandbox.remote.kubernetes:KubernetesProvider",
+        "ecs": "nemo_gym.sandbox.remote.ecs:EcsProvider",
     },
 }
 

@@ -4,6 +4,9 @@
 # the dev extra, changing no package already there. CI runs it after the dev extra.
 # Usage: bash scripts/install-remote-sdks.sh   (PYTHON: the venv's python, default .venv/bin/python)
 #
+# boto3 (the `ecs` provider): botocore pins python-dateutil<3 where the kubernetes
+# client (in dev) needs >=3; installed without dependencies (it runs on 4.0).
+#
 # opensandbox 1.1.1 pins python-dateutil<3 (the venv has 4.0, which it runs on): it is
 # installed without dependencies, with its one missing one (httpx-sse).
 #
@@ -20,6 +23,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
+if ! "$PY" -c "import boto3" 2>/dev/null; then
+    "$PY" -m pip install -q --no-deps "boto3==1.44.8" "botocore==1.44.8" "jmespath==1.1.0" \
+        "s3transfer==0.19.3"
+    "$PY" -c "import boto3; boto3.client('ecs', region_name='us-east-1')"
+fi
 if ! "$PY" -c "import opensandbox" 2>/dev/null; then
     "$PY" -m pip install -q --no-deps "opensandbox==1.1.1" "httpx-sse==0.4.3"
     "$PY" -c "from opensandbox import Sandbox"

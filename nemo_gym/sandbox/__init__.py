@@ -1,7 +1,8 @@
 """Sandbox providers, found by name: `nemo_gym.sandbox.get("local")`.
 
 Built-ins (imported only when asked for): `local` (bubblewrap namespaces), `process`
-(plain subprocesses with rlimits, not isolated), `docker`, `apptainer`. Providers are
+(plain subprocesses with rlimits, not isolated), `docker`, `apptainer`, `enroot`, and
+the remote ones (`e2b`, `kubernetes`, `ecs`). Providers are
 one kind of `nemo_gym.registry`: third-party ones register under the entry-point group
 `nemo_gym.sandbox_providers` (or `registry.register("sandbox", name, target)`); the
 entry names a provider class or factory, called with the options given to `get`.

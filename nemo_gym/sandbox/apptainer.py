@@ -37,7 +37,14 @@ from collections.abc import Sequence
 
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import SandboxSpec
-from nemo_gym.sandbox.base import Provider, WorkerSandbox, in_pids_cgroup, worker_source
+from nemo_gym.sandbox.base import (
+    Provider,
+    WorkerSandbox,
+    image_exec_env,
+    in_pids_cgroup,
+    runtime_env,
+    worker_source,
+)
 from nemo_gym.sandbox.limits import resolve
 from nemo_gym.sandbox.network import MOUNT, PortRelay, forward_argv
 
@@ -183,24 +190,13 @@ class ApptainerProvider(Provider):
                 if relay is not None:
                     await relay.aclose()
 
-        process_env = {
-            key: value
-            for key, value in os.environ.items()
-            if key in _PASSED_ENV or key.startswith(_PASSED_ENV_PREFIXES)
-        }
         sandbox = WorkerSandbox(
             provider=self.name,
             argv=argv,
             spec=spec,
             workdir=spec.workdir,
-            env={
-                "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                "HOME": spec.workdir,
-                "TMPDIR": "/tmp",
-                "LANG": "C.UTF-8",
-                "PYTHONDONTWRITEBYTECODE": "1",
-            },
-            process_env=process_env,
+            env=image_exec_env(spec.workdir),
+            process_env=runtime_env(_PASSED_ENV, _PASSED_ENV_PREFIXES),
             # apptainer's starter may not pass other descriptors through; no bwrap init
             # holds stdio inside its container
             channel_on_stdio=True,

@@ -580,6 +580,24 @@ class _Oversized(Exception):
     """A reply frame larger than its request allows."""
 
 
+def image_exec_env(workdir: str) -> dict[str, str]:
+    """The base environment of execs in a container image running the worker (apptainer,
+    enroot): the image's usual PATH, the workdir as home."""
+    return {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": workdir,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def runtime_env(names: tuple[str, ...], prefixes: tuple[str, ...]) -> dict[str, str]:
+    """What a container runtime's own process gets of ours: the variables in `names` or
+    starting with one of `prefixes` (its caches and config), nothing else."""
+    return {k: v for k, v in os.environ.items() if k in names or k.startswith(prefixes)}
+
+
 def new_name() -> str:
     return f"nemo_gym-{uuid.uuid4().hex[:12]}"
 

@@ -8,7 +8,8 @@ charges the same clock, and concurrent rollouts never mix.
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 __all__ = ["SandboxClock", "charge", "current_clock", "reset_clock", "use_clock"]
 
@@ -17,22 +18,42 @@ __all__ = ["SandboxClock", "charge", "current_clock", "reset_clock", "use_clock"
 class SandboxClock:
     """Seconds spent on sandboxes in one rollout: `start_s` (create, or taking a warm
     one from a pool), `exec_s` (execs and file transfers), `teardown_s` (close, or the
-    reset back into a pool); `execs` and `sandboxes` count them."""
+    reset back into a pool); `execs` and `sandboxes` count them. `held_s` is how long
+    the rollout held its sandboxes, from asking for each to the end of giving it back
+    (what a service billing by the second bills, pooled idle time aside); `billed` the
+    provider's billing units over that time where the service reports the rates (e.g.
+    `vcpu_s`, `memory_gib_s`)."""
 
     start_s: float = 0.0
     exec_s: float = 0.0
     teardown_s: float = 0.0
+    held_s: float = 0.0
     execs: int = 0
     sandboxes: int = 0
+    billed: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, float | int]:
-        return {
+        """Flat numbers, as `rollout.metadata["sandbox"]` carries them: each billing
+        unit as `billed_<unit>`, so metrics aggregate every key alike."""
+        out: dict[str, float | int] = {
             "start_s": round(self.start_s, 6),
             "exec_s": round(self.exec_s, 6),
             "teardown_s": round(self.teardown_s, 6),
+            "held_s": round(self.held_s, 6),
             "execs": self.execs,
             "sandboxes": self.sandboxes,
         }
+        for unit, amount in sorted(self.billed.items()):
+            out[f"billed_{unit}"] = round(amount, 6)
+        return out
+
+    def bill(self, rates: Mapping[str, float], seconds: float) -> None:
+        """Add `seconds` of holding a sandbox billed at `rates` (unit per second, e.g.
+        `{"vcpu": 2, "memory_gib": 0.5}`), each as `<unit>_s`."""
+        self.held_s += seconds
+        for unit, rate in rates.items():
+            key = f"{unit}_s"
+            self.billed[key] = self.billed.get(key, 0.0) + rate * seconds
 
 
 _CLOCK: contextvars.ContextVar[SandboxClock | None] = contextvars.ContextVar(

@@ -97,6 +97,8 @@ class E2BFake(FakeService):
             await self._create(send, headers, json.loads(body))
         elif path == "/v2/sandboxes" and method == "GET":
             await self._list(send, query)
+        elif path.startswith("/sandboxes/") and method == "GET":
+            await self._detail(send, path.removeprefix("/sandboxes/"))
         elif path.startswith("/sandboxes/") and method == "DELETE":
             await self._kill(send, path.removeprefix("/sandboxes/"))
         elif path == "/files":
@@ -145,27 +147,20 @@ class E2BFake(FakeService):
         for text in query.get("metadata", []):
             for k, v in urllib.parse.parse_qsl(text):
                 wanted[urllib.parse.unquote(k)] = urllib.parse.unquote(v)
-        items = []
-        for sandbox in self.sandboxes.values():
-            if any(sandbox.metadata.get(k) != v for k, v in wanted.items()):
-                continue
-            end = sandbox.started_at + datetime.timedelta(seconds=sandbox.timeout_s)
-            items.append(
-                {
-                    "templateID": "base",
-                    "sandboxID": sandbox.id,
-                    "clientID": "fake",
-                    "startedAt": sandbox.started_at.isoformat(),
-                    "endAt": end.isoformat(),
-                    "cpuCount": 2,
-                    "memoryMB": 512,
-                    "diskSizeMB": 1024,
-                    "state": "running",
-                    "envdVersion": ENVD_VERSION,
-                    "metadata": sandbox.metadata,
-                }
-            )
+        items = [
+            _listed(sandbox)
+            for sandbox in self.sandboxes.values()
+            if all(sandbox.metadata.get(k) == v for k, v in wanted.items())
+        ]
         await send_json(send, 200, items)
+
+    async def _detail(self, send: Any, sandbox_id: str) -> None:
+        """`GET /sandboxes/{sandboxID}`: a `SandboxDetail` (the listed fields and more)."""
+        sandbox = self.sandboxes.get(sandbox_id)
+        if sandbox is None:
+            await send_json(send, 404, {"code": 404, "message": f"sandbox {sandbox_id} not found"})
+            return
+        await send_json(send, 200, {**_listed(sandbox), "domain": None})
 
     async def _kill(self, send: Any, sandbox_id: str) -> None:
         sandbox = self.sandboxes.pop(sandbox_id, None)
@@ -215,6 +210,27 @@ class E2BFake(FakeService):
         await sandbox.box.write_file(path, body)
         name = path.rsplit("/", 1)[-1]
         await send_json(send, 200, [{"name": name, "type": "file", "path": path}])
+
+
+CPU_COUNT = 2
+MEMORY_MB = 512
+
+
+def _listed(sandbox: FakeSandbox) -> dict[str, Any]:
+    end = sandbox.started_at + datetime.timedelta(seconds=sandbox.timeout_s)
+    return {
+        "templateID": "base",
+        "sandboxID": sandbox.id,
+        "clientID": "fake",
+        "startedAt": sandbox.started_at.isoformat(),
+        "endAt": end.isoformat(),
+        "cpuCount": CPU_COUNT,
+        "memoryMB": MEMORY_MB,
+        "diskSizeMB": 1024,
+        "state": "running",
+        "envdVersion": ENVD_VERSION,
+        "metadata": sandbox.metadata,
+    }
 
 
 class _ProcessService(Process):

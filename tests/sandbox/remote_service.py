@@ -14,7 +14,7 @@ import asyncio
 import itertools
 import json
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -140,38 +140,53 @@ class LocalServiceBackend:
         self.service.sandboxes.clear()
 
 
-class ThreadedServer:
-    """An ASGI app served by uvicorn on 127.0.0.1, on an event loop in a thread of its own
-    (as a service runs apart from its clients)."""
+class LoopbackServer:
+    """An ASGI app (a fake service) served by uvicorn on 127.0.0.1, on an event loop in a
+    thread of its own, so clients on any loop reach it; `on_stop` runs on that loop
+    once serving has ended (to close what the fake holds)."""
 
-    def __init__(self, app: Any, *, name: str) -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        name: str,
+        ws: str = "none",
+        on_stop: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.app = app
         self.name = name
+        self.ws = ws
+        self.on_stop = on_stop
         self.url = ""
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
-    def start(self, on_stop: Any = None) -> str:
-        """Serve; `on_stop` (a coroutine function) runs on the loop after the server stops."""
+    def start(self) -> str:
+        """Serve; the base URL (`http://127.0.0.1:PORT`)."""
         import uvicorn
 
         config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws="none"
+            self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", ws=self.ws
         )
         server = self._server = uvicorn.Server(config)
         started = threading.Event()
 
-        async def main() -> None:
-            task = asyncio.create_task(server.serve())
-            # uvicorn offers no event for "listening"; its flag is polled.
-            while not server.started:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-            started.set()
-            await task
-            if on_stop is not None:
-                await on_stop()
+        def serve() -> None:
+            async def main() -> None:
+                self.loop = asyncio.get_running_loop()
+                task = asyncio.create_task(server.serve())
+                # uvicorn offers no event for "listening"; its flag is polled.
+                while not server.started:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+                started.set()
+                await task
+                if self.on_stop is not None:
+                    await self.on_stop()
 
-        self._thread = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
+            asyncio.run(main())
+
+        self._thread = threading.Thread(target=serve, daemon=True)
         self._thread.start()
         if not started.wait(30):
             raise RuntimeError(f"the {self.name} fake did not start")
@@ -185,9 +200,14 @@ class ThreadedServer:
         if self._thread is not None:
             self._thread.join(30)
 
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run `coro` on the server's loop from another thread (for test set-up)."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+
 
 class FakeService:
-    """What the loopback fakes of the services share: served by a `ThreadedServer` (the
+    """What the loopback fakes of the services share: served by a `LoopbackServer` (the
     subclass is the ASGI app), sandboxes by id (each with a `box`, a `local` sandbox,
     closed when the server stops), the requests seen, and the faults to inject."""
 
@@ -203,15 +223,23 @@ class FakeService:
         self.created = 0
         self._ids = itertools.count(1)
         self._local = LocalProvider()
-        self._server = ThreadedServer(self, name=self.name)
+        self._server = LoopbackServer(self, name=self.name, on_stop=self._close_all)
         self.url = ""
 
     def start(self) -> str:
-        self.url = self._server.start(on_stop=self._close_all)
+        self.url = self._server.start()
         return self.url
 
     def stop(self) -> None:
         self._server.stop()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        return self._server.loop
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run `coro` on the service's loop from another thread (for test set-up)."""
+        return self._server.run(coro)
 
     async def _close_all(self) -> None:
         for sandbox in list(self.sandboxes.values()):

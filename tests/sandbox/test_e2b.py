@@ -80,3 +80,26 @@ class TestE2BProvider(RemoteProviderChecks):
 
     def labels_held(self, sandbox_id: str) -> dict[str, str]:
         return dict(FAKE.sandboxes[sandbox_id].metadata)
+
+
+def test_the_rollouts_clock_is_billed_the_vcpus_and_memory_e2b_reports() -> None:
+    from nemo_gym.sandbox.clock import SandboxClock, reset_clock, use_clock
+    from tests.sandbox.e2b_fake import CPU_COUNT, MEMORY_MB
+
+    async def main() -> SandboxClock:
+        clock = SandboxClock()
+        token = use_clock(clock)
+        try:
+            async with provider().start() as box:
+                await box.exec("true")
+        finally:
+            reset_clock(token)
+        return clock
+
+    FAKE.requests.clear()
+    clock = asyncio.run(main())
+    assert any(m == "GET" and p.startswith("/sandboxes/") for m, p in FAKE.requests)
+    assert clock.held_s >= clock.start_s + clock.exec_s > 0
+    times = clock.as_dict()
+    assert times["billed_vcpu_s"] == pytest.approx(CPU_COUNT * clock.held_s, abs=1e-5)
+    assert times["billed_memory_gib_s"] == pytest.approx(MEMORY_MB / 1024 * clock.held_s, abs=1e-5)

@@ -296,6 +296,60 @@ def test_sandbox_time_is_charged_to_the_rollouts_clock() -> None:
     assert clock.start_s > 0 and clock.exec_s > 0 and clock.teardown_s > 0
 
 
+class RatedBackend(LocalServiceBackend):
+    """A service that reports what its sandboxes are billed by (or fails to)."""
+
+    def __init__(self, service: LocalService, *, fail: bool = False) -> None:
+        super().__init__(service)
+        self.fail = fail
+
+    async def rates(self, sandbox_id: str) -> dict[str, float]:
+        if self.fail:
+            raise SandboxError(f"403: may not read sandbox {sandbox_id}")
+        return {"vcpu": 2, "memory_gib": 0.5, "bogus": -1.0}
+
+
+def _clocked(provider: RemoteProvider, holds: int) -> SandboxClock:
+    async def main() -> SandboxClock:
+        clock = SandboxClock()
+        token = use_clock(clock)
+        try:
+            for _ in range(holds):
+                async with provider.start() as box:
+                    await box.exec("sleep 0.05")
+        finally:
+            reset_clock(token)
+        return clock
+
+    return run(main())
+
+
+@pytest.mark.parametrize("pool_size", [0, 1])
+def test_held_time_is_billed_at_the_rates_the_service_reports(pool_size: int) -> None:
+    provider = RemoteProvider(RatedBackend(LocalService()), labels=LABELS, pool_size=pool_size)
+    clock = _clocked(provider, holds=2)
+    # The reset into the pool is teardown, not the rollout's execs.
+    assert clock.sandboxes == 2 and clock.execs == 2
+    # Held: from asking for each sandbox to the end of giving it back.
+    assert clock.held_s == pytest.approx(clock.start_s + clock.exec_s + clock.teardown_s, rel=0.2)
+    assert clock.held_s >= 0.1
+    assert clock.billed == pytest.approx(
+        {"vcpu_s": 2 * clock.held_s, "memory_gib_s": clock.held_s / 2}
+    )
+    run(provider.aclose())
+
+
+def test_rates_the_service_will_not_give_leave_billing_out_not_zero(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    provider = RemoteProvider(RatedBackend(LocalService(), fail=True), labels=LABELS)
+    clock = _clocked(provider, holds=1)
+    assert clock.sandboxes == 1 and clock.held_s > 0
+    assert clock.billed == {}
+    assert not any(k.startswith("billed_") for k in clock.as_dict())
+    assert "no billing rates" in caplog.text
+
+
 def test_the_rollout_record_carries_its_sandbox_time() -> None:
     import nemo_gym as gym
     from nemo_gym.models import ScriptedModel
@@ -320,6 +374,69 @@ def test_the_rollout_record_carries_its_sandbox_time() -> None:
     times = rollout.metadata["sandbox"]
     assert times["sandboxes"] == 1 and times["execs"] == 1
     assert times["start_s"] > 0 and times["exec_s"] > 0 and times["teardown_s"] > 0
+    assert times["held_s"] >= times["start_s"] + times["exec_s"]
+
+
+def test_run_metrics_aggregate_sandbox_time_of_ok_and_failed_rollouts() -> None:
+    import json
+
+    import nemo_gym as gym
+    from nemo_gym.metrics import compute_metrics
+    from nemo_gym.models import ScriptedModel
+    from nemo_gym.rundir.rows import rollout_json
+
+    provider = RemoteProvider(RatedBackend(LocalService()), labels=LABELS)
+
+    async def verify(task: gym.Task, trajectory: gym.Trajectory) -> float:
+        async with provider.start() as box:
+            result = await box.exec(["echo", trajectory.final_text])
+        if task.id == "broken":
+            raise RuntimeError("the verifier crashed after using its sandbox")
+        return float(result.stdout.strip() == task.answer)
+
+    class SandboxEnv(gym.Env):
+        pass
+
+    tasks = [gym.Task(id=i, prompt="p", answer="4") for i in ("a", "b", "broken")]
+    env = SandboxEnv(verify, name="sandboxed", tasks=tasks)
+
+    async def main() -> list[gym.Rollout]:
+        return [r async for r in gym.rollouts(env, ScriptedModel(["4"] * 3))]
+
+    rollouts = run(main())
+    assert sorted(r.status for r in rollouts) == ["failed", "ok", "ok"]
+    rows = [json.loads(rollout_json(r)) for r in rollouts]
+    metrics = compute_metrics(rows)
+    sandbox = metrics.sandbox
+    assert sandbox["sandboxes"].n == 3 and sandbox["sandboxes"].mean == 1
+    assert sandbox["execs"].mean == 1
+    held = [r.metadata["sandbox"]["held_s"] for r in rollouts]
+    assert sandbox["held_s"].mean * 3 == pytest.approx(sum(held))
+    assert sandbox["billed_vcpu_s"].mean == pytest.approx(2 * sandbox["held_s"].mean, rel=1e-4)
+    assert metrics.by_env["sandboxed"].sandbox == sandbox
+
+
+@pytest.mark.parametrize(
+    ("times", "match"),
+    [
+        ("slow", "'metadata.sandbox' must be an object"),
+        ({"held_s": "1.5"}, "'metadata.sandbox.held_s' must be a number"),
+        ({"held_s": -1.0}, "'metadata.sandbox.held_s' is -1.0"),
+        ({"held_s": float("inf")}, "'metadata.sandbox.held_s' is inf"),
+    ],
+)
+def test_a_malformed_sandbox_time_is_an_error_naming_row_and_field(times: Any, match: str) -> None:
+    from nemo_gym.metrics import compute_metrics
+
+    row = {
+        "task_id": "t",
+        "repeat": 0,
+        "status": "ok",
+        "rewards": {"reward": 1.0},
+        "metadata": {"sandbox": times},
+    }
+    with pytest.raises(ConfigError, match=f"row 1: field {match}"):
+        compute_metrics([row])
 
 
 SHARED = LocalService()

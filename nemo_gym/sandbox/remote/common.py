@@ -15,7 +15,9 @@ A remote provider (a sandbox service reached over its SDK) implements one small
   the provider first starts a sandbox (`reap()` / `gym sandbox reap` for the rest);
 - a warm pool of at most `pool_size` started sandboxes, each reused only after a reset
   that is checked (workdir and /tmp empty, no process left);
-- start, exec and teardown times, added to the `SandboxClock` of the running rollout.
+- start, exec, teardown and held times, added to the `SandboxClock` of the running
+  rollout, with the service's billing units where the backend reports its rates
+  (`BillingRates`).
 """
 
 from __future__ import annotations
@@ -30,13 +32,13 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ExecResult, SandboxSpec
 from nemo_gym.sandbox import limits as _limits
 from nemo_gym.sandbox.base import Provider, argv_of, finish_despite_cancellation
-from nemo_gym.sandbox.clock import charge, current_clock
+from nemo_gym.sandbox.clock import charge, current_clock, reset_clock, use_clock
 
 logger = logging.getLogger(__name__)
 
@@ -154,20 +156,23 @@ def service_error(
 
 
 class OutputCap:
-    """One output stream received in text chunks, kept up to `limit` bytes (the rest
-    received and dropped, and `truncated` set)."""
+    """One output stream of an exec, kept up to `limit` bytes (the rest received and
+    dropped, and `truncated` set). Fed bytes (`add`) or, as an SDK's output callback,
+    text chunks (call it)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.kept = bytearray()
         self.truncated = False
 
-    def __call__(self, chunk: str) -> None:
-        data = chunk.encode()
+    def add(self, data: bytes) -> None:
         room = self.limit - len(self.kept)
         if len(data) > room:
             self.truncated = True
         self.kept += data[: max(room, 0)]
+
+    def __call__(self, chunk: str) -> None:
+        self.add(chunk.encode())
 
     def text(self) -> str:
         return self.kept.decode("utf-8", errors="replace")
@@ -231,6 +236,16 @@ class RemoteBackend(Protocol):
     async def delete(self, sandbox_id: str) -> None: ...
 
     async def list(self, selector: dict[str, str]) -> list[RemoteInfo]: ...
+
+
+@runtime_checkable
+class BillingRates(Protocol):
+    """A backend whose service reports what a sandbox is billed by (optional)."""
+
+    async def rates(self, sandbox_id: str) -> dict[str, float]:
+        """Billing units per second of the sandbox as the service reports them, e.g.
+        `{"vcpu": 2, "memory_gib": 0.5}` (charged to the rollout as `vcpu_s`, ...)."""
+        ...
 
 
 # ------------------------------------------------------------------- rate and retries
@@ -388,6 +403,10 @@ class RemoteSandbox:
         """The service's own processes at start (`pid:start ...`), spared by `reset`."""
         self.started_at = ""
         """The sandbox's own clock when it started (`seconds.nanoseconds`)."""
+        self.rates: dict[str, float] = {}
+        """Billing units per second, as the service reported them (empty: it does not)."""
+        self.held_since = time.perf_counter()
+        """When its holder asked for it (`perf_counter`): the start of its billed hold."""
 
     @property
     def alive(self) -> bool:
@@ -503,7 +522,11 @@ class RemoteSandbox:
         try:
             await self.provider._release(self)
         finally:
-            charge(current_clock(), "teardown_s", time.perf_counter() - started)
+            ended = time.perf_counter()
+            clock = current_clock()
+            charge(clock, "teardown_s", ended - started)
+            if clock is not None:
+                clock.bill(self.rates, ended - self.held_since)
 
     async def __aenter__(self) -> RemoteSandbox:
         return self
@@ -617,6 +640,7 @@ class RemoteProvider(Provider):
                             logger.warning("%s: reaping orphans failed: %s", self.name, exc)
             idle = self._pool.idle.get(_pool_key(spec))
             sandbox = idle.pop() if idle else await self._create_in_slot(spec)
+            sandbox.held_since = started
             if clock is not None:
                 clock.sandboxes += 1
             return sandbox
@@ -655,12 +679,28 @@ class RemoteProvider(Provider):
                     f"{self.name}: could not list the processes of sandbox {sandbox_id} "
                     f"(exit {found.exit_code}): {(found.stdout + found.stderr).strip()[:300]}"
                 )
+            if isinstance(self.backend, BillingRates):
+                sandbox.rates = await self._rates(self.backend, sandbox_id)
         except BaseException:
             self._live.discard(sandbox_id)  # its slot is freed by the caller
             await finish_despite_cancellation(self._delete(sandbox_id, release=False))
             raise
         sandbox.started_at, _, sandbox.baseline = found.stdout.strip().partition(" ")
         return sandbox
+
+    async def _rates(self, backend: BillingRates, sandbox_id: str) -> dict[str, float]:
+        try:
+            rates = await self._call(lambda: backend.rates(sandbox_id), retry=True, what="rates")
+        except SandboxError as exc:
+            # What it costs is worth knowing, not worth failing a rollout for: its
+            # billing units are then missing from the record (never a made-up zero).
+            logger.warning("%s: no billing rates for sandbox %s: %s", self.name, sandbox_id, exc)
+            return {}
+        return {
+            unit: float(rate)
+            for unit, rate in rates.items()
+            if isinstance(rate, int | float) and not isinstance(rate, bool) and rate >= 0
+        }
 
     async def _create_in_slot(self, spec: SandboxSpec) -> RemoteSandbox:
         """A new sandbox holding one of the live-sandbox slots (freed again on failure)."""
@@ -690,6 +730,10 @@ class RemoteProvider(Provider):
             # reach the sandbox once it is someone else's.
             fresh = RemoteSandbox(self, sandbox.id, sandbox.spec)
             fresh.baseline, fresh.started_at = sandbox.baseline, sandbox.started_at
+            fresh.rates = sandbox.rates
+            # The reset is teardown time (its holder's aclose charges it): its execs
+            # must not count as the rollout's execs too.
+            token = use_clock(None)
             try:
                 await fresh.reset()
             except (SandboxError, OSError) as exc:
@@ -697,6 +741,8 @@ class RemoteProvider(Provider):
             else:
                 self._pool.idle.setdefault(_pool_key(sandbox.spec), []).append(fresh)
                 return
+            finally:
+                reset_clock(token)
         await self._delete(sandbox.id)
 
     async def _delete(self, sandbox_id: str, *, release: bool = True) -> None:
@@ -757,6 +803,7 @@ class RemoteProvider(Provider):
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "BillingRates",
     "Labels",
     "OutputCap",
     "RateLimiter",

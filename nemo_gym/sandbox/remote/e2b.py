@@ -5,6 +5,8 @@ The API key comes from the SDK's own `E2B_API_KEY` (or `api_key=`) and is never
 recorded. Each sandbox is created with the provider's `timeout_s` as E2B's sandbox
 timeout (E2B kills it then, whoever holds it), the labels as its metadata and the
 create call's idempotency key. `spec.image` names the E2B template (default `base`).
+The vCPUs and memory E2B reports for a sandbox are its billing rates (`vcpu_s`,
+`memory_gib_s` in the rollout's sandbox time).
 """
 
 from __future__ import annotations
@@ -200,6 +202,12 @@ class E2BBackend:
         self._handles.pop(sandbox_id, None)
         # `kill` answers False for a sandbox already gone: deleting is idempotent.
         await self._guard("delete", e2b.AsyncSandbox.kill(sandbox_id, **self._opts))
+
+    async def rates(self, sandbox_id: str) -> dict[str, float]:
+        """E2B bills a running sandbox per second of its vCPUs and memory: what it
+        reports the sandbox has."""
+        info = await self._guard("rates", self._handle(sandbox_id).get_info())
+        return {"vcpu": float(info.cpu_count), "memory_gib": info.memory_mb / 1024}
 
     async def list(self, selector: dict[str, str]) -> list[RemoteInfo]:
         e2b = _sdk()
