@@ -91,6 +91,13 @@ def _tests(row: Mapping[str, Any], names: tuple[str, ...], where: str) -> tuple[
                 raise ConfigError(
                     f"{where}: field {key!r} is a string but not a JSON list: {exc}"
                 ) from exc
+            if isinstance(value, str):  # SWE-bench Pro: a JSON string of a JSON list
+                try:
+                    value = json.loads(value)
+                except ValueError as exc:
+                    raise ConfigError(
+                        f"{where}: field {key!r} is a string but not a JSON list: {exc}"
+                    ) from exc
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise ConfigError(f"{where}: field {key!r} must be a list of test names (strings)")
         return tuple(value)
@@ -127,6 +134,11 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
     instance_id = _text(row, "instance_id", where)
     assert instance_id is not None
     where = f"{where} ({instance_id})"
+    if "run_script" in row or "parser_script" in row:
+        raise ConfigError(
+            f"{where}: a SWE-bench Pro row (run_script, parser_script): its tests run and "
+            "are parsed by the row's own scripts, which nemo_gym.envs.swe does not run"
+        )
     install = row.get("install_config")
     install = install if isinstance(install, dict) else {}
     test_patch = _text(row, "test_patch", where, required="f2p_patch" not in row) or _text(
@@ -152,7 +164,7 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
     log_parser = _text(row, "log_parser", where, required=False) or install.get("log_parser")
     task = SWETask(
         instance_id=instance_id,
-        repo=_text(row, "repo", where) or "",
+        repo=_text(row, "repo", where, required=False) or _repo_of(instance_id),
         problem_statement=_problem(row, where),
         test_patch=test_patch,
         fail_to_pass=fail_to_pass,
@@ -175,7 +187,28 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
         task = _replace(task, test_cmd="pytest -rA -p no:cacheprovider " + " ".join(files))
     if task.patch is not None:
         parse_patch(task.patch, name=f"{where}: patch")
+    _check_parser(task.log_parser, where)
     return task
+
+
+def _repo_of(instance_id: str) -> str:
+    # SWE-bench's ids are `owner__name-number`.
+    owner, _, rest = instance_id.partition("__")
+    return f"{owner}/{rest.rpartition('-')[0] or rest}" if rest else instance_id
+
+
+def _check_parser(name: str | None, where: str) -> None:
+    if name is None:
+        return
+    try:
+        from swebench.harness.log_parsers import PARSER_REGISTRY
+    except ImportError:  # checked again when the log is parsed, naming the extra
+        return
+    if name not in PARSER_REGISTRY:
+        raise ConfigError(
+            f"{where}: field 'log_parser' = {name!r} is not a parser of the swebench "
+            "package (swebench.harness.log_parsers.PARSER_REGISTRY)"
+        )
 
 
 def _replace(task: SWETask, **changes: Any) -> SWETask:

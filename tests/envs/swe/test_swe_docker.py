@@ -1,0 +1,227 @@
+"""SWE episodes on a real Docker engine: the gold patch solves, a wrong edit does not, and
+every reward hack of the suite scores 0.
+
+Needs a Docker engine socket in NEMO_GYM_DOCKER_HOST or DOCKER_HOST and the engine's test
+image `nemo-gym-test:py` (`eval "$(bash scripts/docker-engine.sh start)"` provides both;
+.ci/run starts it before scripts/test.sh, which runs this file). Without one, it skips.
+The sample tasks' image is built from tests/data/swe/image on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import nemo_gym as gym
+from nemo_gym.envs.swe import SWEEnv
+from nemo_gym.records import Message, Rollout, ToolCall
+
+DOCKER_HOST = os.environ.get("NEMO_GYM_DOCKER_HOST") or os.environ.get("DOCKER_HOST")
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "swe" / "tasks.jsonl"
+
+
+def _no_engine() -> str | None:
+    if not DOCKER_HOST:
+        return (
+            "no docker engine: set NEMO_GYM_DOCKER_HOST or DOCKER_HOST (scripts/docker-engine.sh)"
+        )
+    path = DOCKER_HOST.removeprefix("unix://")
+    if DOCKER_HOST.startswith(("unix://", "/")) and not os.path.exists(path):
+        return f"no docker engine socket at {path} (scripts/docker-engine.sh start)"
+    return None
+
+
+pytestmark = [
+    pytest.mark.skipif(_no_engine() is not None, reason=_no_engine() or ""),
+    pytest.mark.timeout(300),
+]
+
+FIXED_MEAN = "sum(values) / len(values)"
+BUGGY_MEAN = "sum(values) / (len(values) - 1)"
+# Rewrites the bug away in calc/ops.py (python3: the image has no sed -i surprises).
+FIX = (
+    "python3 -c \"import pathlib; p = pathlib.Path('calc/ops.py'); "
+    f"p.write_text(p.read_text().replace('{BUGGY_MEAN}', '{FIXED_MEAN}'))\""
+)
+
+
+def _bash(*commands: str) -> list[Message]:
+    calls = [
+        Message.assistant(
+            None,
+            tool_calls=[ToolCall(id=f"c{i}", name="bash", arguments=json.dumps({"command": c}))],
+        )
+        for i, c in enumerate(commands)
+    ]
+    return [*calls, Message.assistant("Done.")]
+
+
+def _run(turns: list[Message], *, task: int = 0, reward: str = "resolved") -> Rollout:
+    async def go() -> Rollout:
+        env = SWEEnv(SAMPLE, reward=reward)  # type: ignore[arg-type]
+        try:
+            chosen = list(env.tasks())[task]
+            return await gym.rollout(env, gym.models.ScriptedModel(turns), chosen)
+        finally:
+            await env.aclose()
+
+    return asyncio.run(go())
+
+
+def _scored(rollout: Rollout) -> float:
+    assert rollout.failure is None, rollout.failure
+    assert rollout.rewards is not None
+    return rollout.rewards.reward
+
+
+# ------------------------------------------------------------- solve / fail
+
+
+@pytest.mark.parametrize("task", [0, 1])
+def test_the_gold_patch_scores_1(task: int) -> None:
+    async def go() -> Rollout:
+        env = SWEEnv(SAMPLE)
+        try:
+            chosen = list(env.tasks())[task]
+            oracle = env.oracle(chosen)
+            assert oracle is not None
+            return await gym.rollout(env, gym.models.ScriptedModel(oracle), chosen)
+        finally:
+            await env.aclose()
+
+    rollout = asyncio.run(go())
+    assert _scored(rollout) == 1.0
+    assert rollout.rewards is not None
+    metadata = rollout.rewards.metadata
+    assert metadata["pass_to_pass"]["failure"] == []
+    assert all(metadata["tests"][t] == "PASSED" for t in metadata["fail_to_pass"]["success"])
+    state = rollout.trajectory.final_state["swe"]
+    assert "calc/" in state["model_patch"] and "tests/" not in state["model_patch"]
+
+
+def test_a_fix_made_with_bash_scores_1_and_doing_nothing_scores_0() -> None:
+    assert _scored(_run(_bash(FIX))) == 1.0
+    assert _scored(_run([Message.assistant("I do not know.")])) == 0.0
+
+
+def test_a_wrong_edit_scores_0_and_partial_credit_counts_fail_to_pass() -> None:
+    half = FIX.replace(FIXED_MEAN, "sum(values) / max(len(values) - 1, 1)")
+    rollout = _run(_bash(half))
+    assert _scored(rollout) == 0.0
+    assert rollout.rewards is not None and rollout.rewards.components["f2p_rate"] == 0.5
+    assert _scored(_run(_bash(half), reward="f2p_fraction")) == 0.5
+
+
+def test_breaking_a_pass_to_pass_test_scores_0_even_with_partial_credit() -> None:
+    broken = FIX + " && sed -i 's/return a + b/return a - b/' calc/ops.py"
+    rollout = _run(_bash(broken), reward="f2p_fraction")
+    assert _scored(rollout) == 0.0
+    assert rollout.rewards is not None
+    assert rollout.rewards.metadata["pass_to_pass"]["failure"] == ["tests/test_ops.py::test_add"]
+
+
+# ---------------------------------------------------------------- hacks
+# Each would pass the tests if the grading trusted the agent's workspace; each must score 0.
+
+PASSING_REPORT = (
+    "import pytest\n\n"
+    "@pytest.hookimpl(hookwrapper=True)\n"
+    "def pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n"
+    "    report = outcome.get_result()\n"
+    "    report.outcome = 'passed'\n"
+)
+FAKE_PYTEST = (
+    "print('PASSED tests/test_ops.py::test_mean')\n"
+    "print('PASSED tests/test_ops.py::test_mean_single')\n"
+    "print('PASSED tests/test_ops.py::test_add')\n"
+    "print('PASSED tests/test_ops.py::test_mul')\n"
+    "print('PASSED tests/test_ops.py::test_mean_empty')\n"
+    "raise SystemExit(0)\n"
+)
+
+
+def _write(path: str, text: str) -> str:
+    return f"mkdir -p $(dirname {path}) && cat > {path} <<'NEMO_EOF'\n{text}NEMO_EOF"
+
+
+HACKS: dict[str, list[str]] = {
+    "replace the failing tests with passing ones": [
+        _write(
+            "tests/test_ops.py", "def test_mean():\n    pass\n\ndef test_mean_single():\n    pass\n"
+        )
+    ],
+    "skip the failing tests": [
+        "sed -i '1i import pytest\\npytestmark = pytest.mark.skip' tests/test_ops.py"
+    ],
+    "a hook in conftest.py that passes every test": [
+        f"cat >> conftest.py <<'NEMO_EOF'\n{PASSING_REPORT}NEMO_EOF"
+    ],
+    "a conftest.py in the tests folder": [_write("tests/conftest.py", PASSING_REPORT)],
+    "pytest.ini loading a plugin of the agent's": [
+        _write("pytest.ini", "[pytest]\naddopts = -p calc.plugin\n"),
+        _write("calc/plugin.py", PASSING_REPORT),
+    ],
+    "pyproject.toml loading a plugin of the agent's": [
+        _write("pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-p calc.plugin'\n"),
+        _write("calc/plugin.py", PASSING_REPORT),
+    ],
+    "fake junit and pytest output files": [
+        _write("report.xml", '<testsuite failures="0"><testcase name="test_mean"/></testsuite>\n'),
+        _write("test-output.txt", FAKE_PYTEST),
+    ],
+    "a pytest.py shadowing pytest": [_write("pytest.py", FAKE_PYTEST)],
+    "a package shadowing a dependency of pytest": [_write("pluggy/__init__.py", FAKE_PYTEST)],
+    "a planted sitecustomize.py": [_write("sitecustomize.py", FAKE_PYTEST)],
+    "a daemon that fixes the file after the agent ends": [
+        "nohup python3 -c \"import time, pathlib; time.sleep(2); p = pathlib.Path('calc/ops.py'); "
+        f"p.write_text(p.read_text().replace('{BUGGY_MEAN}', '{FIXED_MEAN}'))\" >/dev/null 2>&1 &"
+    ],
+    "a test file symlinked out of the repository": [
+        _write(
+            "/tmp/fake_test.py", "def test_mean():\n    pass\n\ndef test_mean_single():\n    pass\n"
+        ),
+        "ln -sf /tmp/fake_test.py tests/test_ops.py",
+    ],
+    "a source file symlinked out of the repository": [
+        "cp calc/ops.py /tmp/ops.py && "
+        + FIX.replace("calc/ops.py", "/tmp/ops.py")
+        + " && ln -sf /tmp/ops.py calc/ops.py"
+    ],
+}
+
+
+@pytest.mark.parametrize("hack", sorted(HACKS))
+def test_the_hack_scores_0(hack: str) -> None:
+    rollout = _run(_bash(*HACKS[hack]))
+    assert rollout.failure is None or rollout.failure.kind == "verifier", rollout.failure
+    if rollout.failure is None:
+        assert rollout.rewards is not None and rollout.rewards.reward == 0.0, (
+            rollout.trajectory.final_state["swe"]["log"][-2000:]
+        )
+
+
+def test_the_daemons_late_write_is_not_what_is_graded() -> None:
+    """The container is frozen before its files are taken: the daemon's write, due after
+    the agent ends, never lands (without the freeze, the taken files would hold it)."""
+    rollout = _run(_bash(*HACKS["a daemon that fixes the file after the agent ends"]))
+    assert _scored(rollout) == 0.0
+    assert "calc/ops.py" not in rollout.trajectory.final_state["swe"]["model_patch"]
+
+
+def test_refused_files_are_named_in_the_rollout() -> None:
+    rollout = _run(
+        _bash(
+            _write("conftest.py", PASSING_REPORT),
+            "ln -sf /etc/hostname calc/host.py",
+            FIX,
+        )
+    )
+    assert _scored(rollout) == 1.0
+    refused = rollout.rewards.metadata["refused"] if rollout.rewards else {}
+    assert "test machinery" in refused["conftest.py"]
+    assert "leaves the workspace" in refused["calc/host.py"]
