@@ -1,7 +1,7 @@
 """`SWEEnv`: one container per episode from the task's image; grading in a fresh one.
 
 ```python
-env = SWEEnv("tasks.jsonl")                  # or "hf:princeton-nlp/SWE-bench_Verified:test"
+env = SWEEnv("tasks.jsonl")     # or "hf:princeton-nlp/SWE-bench_Verified:test"; none: the sample
 async for rollout in gym.rollouts(env, policy): ...
 ```
 
@@ -186,9 +186,9 @@ class SWEEpisode(BasicEpisode):
         else:
             self.state["swe"] = report.as_state()
 
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         try:
-            if exc_type is None and "swe" not in self.state:
+            if exc_info[0] is None and "swe" not in self.state:
                 # The verifier reads final_state (taken just before this exit): the
                 # grading's outcome is added to that same dict before the sandbox goes.
                 try:
@@ -206,7 +206,7 @@ class SWEEpisode(BasicEpisode):
                     }
         finally:
             try:
-                await super().__aexit__(exc_type, exc, tb)
+                await super().__aexit__(*exc_info)
             finally:
                 await self._stack.aclose()
 
@@ -249,7 +249,8 @@ class SWEEnv(Env):
 
     Args:
         rows: a JSONL file of rows, `hf:<dataset>[:<split>]`, or the rows themselves
-            (see `nemo_gym.envs.swe.rows` for the layouts read).
+            (see `nemo_gym.envs.swe.rows` for the layouts read); None: the two sample
+            tasks (`nemo_gym.envs.swe.sample`).
         provider: the container provider (default "docker") and `provider_options`.
         image: the image of every task (default: each row's).
         build: build a row's `build` recipe when the engine lacks its image (docker).
@@ -264,11 +265,13 @@ class SWEEnv(Env):
     domain = "code"
     verification = "the task's tests in a fresh container (FAIL_TO_PASS / PASS_TO_PASS)"
     source = "SWE-bench, SWE-Gym, SWE-rebench and NeMo Gym SWE rows"
-    requires = ("swe",)
+    version = "1"
+    license = "the rows' own (SWE-bench: MIT); the sample tasks: Apache-2.0"
+    requires = ("swe", "docker")
 
     def __init__(
         self,
-        rows: str | Path | Iterable[Mapping[str, Any]],
+        rows: str | Path | Iterable[Mapping[str, Any]] | None = None,
         *,
         provider: str = "docker",
         provider_options: Mapping[str, Any] | None = None,
@@ -287,7 +290,9 @@ class SWEEnv(Env):
             swe_reward,
             harness=ToolLoop(max_turns=max_turns, system_prompt=SYSTEM_PROMPT),
         )
-        self.rows = rows if isinstance(rows, str | Path) else list(rows)
+        self.rows: str | Path | list[Mapping[str, Any]] | None = (
+            rows if rows is None or isinstance(rows, str | Path) else list(rows)
+        )
         self.provider_name = provider
         self.provider_options = dict(provider_options or {})
         self.image = image
@@ -305,6 +310,10 @@ class SWEEnv(Env):
         """The rows, read and checked (once), by instance id."""
         if self._swe is None:
             found: dict[str, SWETask] = {}
+            if self.rows is None:
+                from nemo_gym.envs.swe.sample import write_sample
+
+                self.rows = write_sample()
             for task in load_rows(self.rows):
                 if task.instance_id in found:
                     raise ConfigError(f"{task.source}: instance_id repeats an earlier row's")
@@ -315,8 +324,12 @@ class SWEEnv(Env):
     def tasks(self, split: str = "test", limit: int | None = None) -> Iterator[Task]:
         given = self.given_tasks(split, limit)
         if given is not None:
-            yield from given
-            return
+            return iter(given)
+        if split != "test":
+            raise ConfigError(f"{self.name} has one split, 'test' (its rows), not {split!r}")
+        return self._tasks_of_rows(limit)
+
+    def _tasks_of_rows(self, limit: int | None) -> Iterator[Task]:
         for index, swe in enumerate(self.swe_tasks().values()):
             if limit is not None and index >= limit:
                 return

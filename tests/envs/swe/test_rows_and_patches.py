@@ -23,14 +23,19 @@ from nemo_gym.envs.swe import (
     read_row,
 )
 from nemo_gym.envs.swe.grading import _from_tar, score
+from nemo_gym.envs.swe.sample import sample, write_sample
 from nemo_gym.errors import ConfigError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "swe"
-SAMPLE = DATA / "tasks.jsonl"
+
+
+@pytest.fixture(scope="module")
+def sample_rows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_sample(tmp_path_factory.mktemp("swe-sample"))
 
 
 def _row(**changes: object) -> dict[str, object]:
-    row = json.loads(SAMPLE.read_text().splitlines()[0])
+    row = {**sample()["rows"][0], "image": "calc:1", "build": "image"}
     row.update(changes)
     return {k: v for k, v in row.items() if v is not None}
 
@@ -38,9 +43,9 @@ def _row(**changes: object) -> dict[str, object]:
 # ------------------------------------------------------------------ rows
 
 
-def test_sample_rows_read_with_json_string_lists() -> None:
-    tasks = list(load_rows(SAMPLE))
-    assert [t.instance_id for t in tasks] == ["nemo-gym__calc-1", "nemo-gym__calc-2"]
+def test_sample_rows_read_with_json_string_lists(sample_rows: Path) -> None:
+    tasks = list(load_rows(sample_rows))
+    assert [t.instance_id for t in tasks] == [f"nemo-gym__calc-{i}" for i in (1, 2, 3)]
     first = tasks[0]
     assert first.fail_to_pass == (
         "tests/test_ops.py::test_mean",
@@ -134,12 +139,12 @@ def test_rows_nemo_gym_cannot_grade_here_are_refused_clearly() -> None:
 # --------------------------------------------------------------- patches
 
 
-def test_the_sample_patches_apply_to_the_sample_repository() -> None:
-    repo = DATA / "image" / "repo"
-    for task in load_rows(SAMPLE):
+def test_the_sample_patches_apply_to_the_sample_repository(sample_rows: Path) -> None:
+    repo = sample()["repo"]
+    for task in load_rows(sample_rows):
         for diff in (task.test_patch, task.patch or ""):
             paths = {p.path for p in parse_patch(diff)}
-            before = {p: (repo / p).read_bytes() if (repo / p).is_file() else None for p in paths}
+            before = {p: repo[p].encode() if p in repo else None for p in paths}
             after = apply_patch(before, diff)
             assert set(after) == paths and all(v is not None for v in after.values())
 
@@ -178,12 +183,11 @@ def test_creation_and_deletion() -> None:
 
 
 def _task() -> SWETask:
-    return next(iter(load_rows(SAMPLE)))
+    return read_row({**sample()["rows"][0], "image": "calc:1"})
 
 
 def _base() -> Snapshot:
-    repo = DATA / "image" / "repo"
-    files = {p.relative_to(repo).as_posix(): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+    files = {path: text.encode() for path, text in sample()["repo"].items()}
     return Snapshot(files=files, modes={p: 0o644 for p in files})
 
 

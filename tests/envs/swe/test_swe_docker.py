@@ -4,7 +4,7 @@ every reward hack of the suite scores 0.
 Needs a Docker engine socket in NEMO_GYM_DOCKER_HOST or DOCKER_HOST and the engine's test
 image `nemo-gym-test:py` (`eval "$(bash scripts/docker-engine.sh start)"` provides both;
 .ci/run starts it before scripts/test.sh, which runs this file). Without one, it skips.
-The sample tasks' image is built from tests/data/swe/image on first use.
+The sample tasks' image (`nemo_gym.envs.swe.sample`) is built on first use.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,6 @@ from nemo_gym.envs.swe import SWEEnv
 from nemo_gym.records import Message, Rollout, ToolCall
 
 DOCKER_HOST = os.environ.get("NEMO_GYM_DOCKER_HOST") or os.environ.get("DOCKER_HOST")
-SAMPLE = Path(__file__).resolve().parents[2] / "data" / "swe" / "tasks.jsonl"
 
 
 def _no_engine() -> str | None:
@@ -62,7 +60,7 @@ def _bash(*commands: str) -> list[Message]:
 
 def _run(turns: list[Message], *, task: int = 0, reward: str = "resolved") -> Rollout:
     async def go() -> Rollout:
-        env = SWEEnv(SAMPLE, reward=reward)  # type: ignore[arg-type]
+        env = SWEEnv(reward=reward)  # type: ignore[arg-type]
         try:
             chosen = list(env.tasks())[task]
             return await gym.rollout(env, gym.models.ScriptedModel(turns), chosen)
@@ -81,10 +79,10 @@ def _scored(rollout: Rollout) -> float:
 # ------------------------------------------------------------- solve / fail
 
 
-@pytest.mark.parametrize("task", [0, 1])
+@pytest.mark.parametrize("task", [0, 1, 2])
 def test_the_gold_patch_scores_1(task: int) -> None:
     async def go() -> Rollout:
-        env = SWEEnv(SAMPLE)
+        env = SWEEnv()
         try:
             chosen = list(env.tasks())[task]
             oracle = env.oracle(chosen)
