@@ -17,6 +17,7 @@ repository's parser there, else `parse_log_pytest`.
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -84,24 +85,27 @@ def _tests(row: Mapping[str, Any], names: tuple[str, ...], where: str) -> tuple[
         if key not in row or row[key] is None:
             continue
         value = row[key]
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError as exc:
-                raise ConfigError(
-                    f"{where}: field {key!r} is a string but not a JSON list: {exc}"
-                ) from exc
-            if isinstance(value, str):  # SWE-bench Pro: a JSON string of a JSON list
-                try:
-                    value = json.loads(value)
-                except ValueError as exc:
-                    raise ConfigError(
-                        f"{where}: field {key!r} is a string but not a JSON list: {exc}"
-                    ) from exc
+        # SWE-bench: a JSON string; SWE-bench Pro: a JSON string of one; NeMo Gym's
+        # swemer rows: a Python list literal (`['a', 'b']`).
+        for _ in range(2):
+            if isinstance(value, str):
+                value = _list_text(value, key, where)
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise ConfigError(f"{where}: field {key!r} must be a list of test names (strings)")
         return tuple(value)
     return None
+
+
+def _list_text(text: str, key: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        try:
+            return ast.literal_eval(text)  # literals only: no name, call or attribute
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            raise ConfigError(
+                f"{where}: field {key!r} is a string but not a JSON list: {exc}"
+            ) from exc
 
 
 def _problem(row: Mapping[str, Any], where: str) -> str:

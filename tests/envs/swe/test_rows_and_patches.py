@@ -116,6 +116,8 @@ def test_a_line_that_is_not_json_is_named(tmp_path: Path) -> None:
         ("swebench", "swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest", "/testbed"),
         ("swemer_v1", "docker.io/xingyaoww/sweb.eval.x86_64.getmoto_s_moto-7365:latest",
          "/testbed"),
+        ("swemer_v2", "docker.io/xingyaoww/sweb.eval.x86_64.getmoto_s_moto-7365:latest",
+         "/testbed"),
         ("scale_swe", "aweaiteam/scaleswe:globus_globus-sdk-python_pr1029",
          "/workspace/globus-sdk-python"),
     ],
