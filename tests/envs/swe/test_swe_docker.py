@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -223,3 +224,90 @@ def test_refused_files_are_named_in_the_rollout() -> None:
     refused = rollout.rewards.metadata["refused"] if rollout.rewards else {}
     assert "test machinery" in refused["conftest.py"]
     assert "leaves the workspace" in refused["calc/host.py"]
+
+
+# ------------------------------------------------------- grading failures
+
+
+def _rows(tmp_path: Path, **changes: object) -> Path:
+    from nemo_gym.envs.swe.sample import write_sample
+
+    rows = write_sample(tmp_path / "sample")
+    first = json.loads(rows.read_text().splitlines()[0])
+    first.update(changes)
+    path = tmp_path / "sample" / "rows.jsonl"  # beside the recipe its `build` names
+    path.write_text(json.dumps(first) + "\n")
+    return path
+
+
+def _run_rows(rows: Path, turns: list[Message], **options: object) -> Rollout:
+    async def go() -> Rollout:
+        env = SWEEnv(rows, **options)  # type: ignore[arg-type]
+        try:
+            return await gym.rollout(env, gym.models.ScriptedModel(turns), next(iter(env.tasks())))
+        finally:
+            await env.aclose()
+
+    return asyncio.run(go())
+
+
+def test_tests_past_their_deadline_are_a_timeout_failure_not_a_0(tmp_path: Path) -> None:
+    hang = _write("calc/__init__.py", "import time\ntime.sleep(600)\n")
+    rollout = _run_rows(_rows(tmp_path), _bash(hang), test_timeout=5)
+    assert rollout.failure is not None and rollout.rewards is None
+    assert (rollout.failure.kind, rollout.failure.code) == ("verifier", "timeout")
+
+
+def test_a_test_patch_that_does_not_apply_is_a_grading_failure(tmp_path: Path) -> None:
+    task = json.loads(_rows(tmp_path).read_text())
+    broken = task["test_patch"].replace("     with pytest.raises(ValueError):", "     nothing here")
+    rollout = _run_rows(_rows(tmp_path, test_patch=broken), _bash(FIX))
+    assert rollout.failure is not None
+    assert (rollout.failure.kind, rollout.failure.code) == ("verifier", "swe_test_patch")
+
+
+def test_a_log_without_results_is_a_grading_failure(tmp_path: Path) -> None:
+    rollout = _run_rows(_rows(tmp_path, test_cmd="echo no tests here"), _bash(FIX))
+    assert rollout.failure is not None
+    assert (rollout.failure.kind, rollout.failure.code) == ("verifier", "swe_no_results")
+
+
+def test_an_image_that_does_not_build_fails_the_rollout_naming_its_recipe(tmp_path: Path) -> None:
+    rows = _rows(tmp_path)
+    dockerfile = tmp_path / "sample" / "image" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "RUN exit 3\n")
+    rollout = _run_rows(rows, _bash(FIX))
+    assert rollout.failure is not None
+    assert (rollout.failure.kind, rollout.failure.code) == ("environment", "swe_build")
+    assert str(dockerfile) in rollout.failure.message
+
+
+# ------------------------------------------------- the Workspace protocol
+
+
+def test_the_workspace_grades_a_cli_agents_files_in_a_fresh_container() -> None:
+    """What a CLI harness does with `episode.workspace`: the agent's sandbox and the
+    grading sandbox both from `episode.sandbox_spec`; the agent's workdir taken as files."""
+    from nemo_gym.harnesses.cli.workspace import take_files
+    from nemo_gym.records import ExecResult
+
+    async def go() -> dict[str, object]:
+        env = SWEEnv()
+        try:
+            task = next(iter(env.tasks()))
+            episode = await env.open(task)
+            async with episode:
+                provider = env.provider()
+                async with provider.start(episode.sandbox_spec) as agent:
+                    await episode.workspace.setup(agent)
+                    await agent.exec(["bash", "-c", FIX], cwd=episode.task.workdir)
+                    files = await take_files(agent)
+                async with provider.start(episode.sandbox_spec) as fresh:
+                    await episode.workspace.collect(fresh, ExecResult(exit_code=0), files)
+                state = episode.final_state()
+            return state["swe"]
+        finally:
+            await env.aclose()
+
+    swe = asyncio.run(go())
+    assert swe["resolved"] is True, swe
