@@ -411,7 +411,8 @@ async def grade(
     timings: dict[str, float] = {}
     started = time.perf_counter()
     base = await snapshot(sandbox, task.workdir)
-    listed = await sandbox.exec(["python3", "-I", "-S", "-c", _MODULES], timeout=120)
+    # -I without -S: the image's site-packages are what a test run imports from.
+    listed = await sandbox.exec(["python3", "-I", "-c", _MODULES], timeout=120)
     installed = frozenset(listed.stdout.split()) if listed.exit_code == 0 else frozenset()
     try:
         write, delete, refused = graded_tree(task, base, agent, installed=installed)
