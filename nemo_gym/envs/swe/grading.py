@@ -281,6 +281,14 @@ def graded_tree(
             write[path] = content
             if path in delete:
                 delete.remove(path)
+    # A file of the agent's under a path that stays a file (a test file the agent turned
+    # into a folder) cannot be written: left out, so that it cannot fail the grading.
+    files = (set(base.files) - set(delete)) | set(write)
+    for path in list(write):
+        parts = path.split("/")
+        if any("/".join(parts[:i]) in files for i in range(1, len(parts))):
+            del write[path]
+            refused[path] = "under a path that is a file in the graded repository"
     return write, sorted(set(delete)), refused
 
 

@@ -225,6 +225,15 @@ def test_a_deleted_test_file_comes_back() -> None:
     assert "tests/__init__.py" in delete  # not a test file of the task: the agent's choice
 
 
+def test_a_test_file_turned_into_a_folder_is_left_out() -> None:
+    task, base = _task(), _base()
+    agent = Snapshot(files={p: d for p, d in base.files.items() if p != "tests/test_ops.py"})
+    agent.files["tests/test_ops.py/test_x.py"] = b"def test_mean():\n    pass\n"
+    write, delete, refused = graded_tree(task, base, agent)
+    assert "tests/test_ops.py" in write and "tests/test_ops.py" not in delete
+    assert "tests/test_ops.py/test_x.py" in refused
+
+
 def _tar(entries: list[tarfile.TarInfo], data: dict[str, bytes]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
