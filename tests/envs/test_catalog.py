@@ -31,7 +31,8 @@ def options(name: str) -> dict[str, Any]:
         found["judge"] = keyword_judge()
     if "sandbox" in info.requires:
         found["provider"] = "process"  # runs where namespaces are missing
-    if "docker" in info.requires and not os.environ.get("NEMO_GYM_DOCKER_HOST"):
+    engine = os.environ.get("NEMO_GYM_DOCKER_HOST") or os.environ.get("DOCKER_HOST")
+    if "docker" in info.requires and not engine:
         pytest.skip(f"{name} needs a docker engine (scripts/docker-engine.sh start)")
     if name == "reasoning_gym":
         found["dataset"] = "knights_knaves"
