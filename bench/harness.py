@@ -2,6 +2,9 @@
 
     python bench/harness.py              # 3,000 calls per row
     python bench/harness.py --calls 500  # quicker
+    python bench/harness.py --swe 5      # seconds per SWE episode outside agent and tests
+
+(`--swe N`: see `swe_rows` below; needs a Docker engine and the `swe` extra.)
 
 Every row makes the same model call on the same in-process model (a scripted reply
 with token ids), which costs next to nothing, so what is left is the call path:
@@ -27,6 +30,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
 
@@ -138,10 +142,118 @@ async def rows(calls: int) -> list[tuple[str, int, float]]:
     return out
 
 
+async def swe_rows(episodes: int) -> list[tuple[str, dict[str, float]]]:
+    """Wall seconds per SWE episode of the sample task `nemo-gym__calc-1`, gold patch as
+    the agent, by phase, median over `episodes`:
+
+    - `docker`: the agent's container start (`open`), the agent (the gold patch through
+      the `apply_patch` tool), the take (freeze and archive) and the agent container's
+      removal, the grading container's start, its preparation (base archive, module
+      list, the graded files written) and the tests; the image is built before timing.
+    - `local`: the floor with no container: the repository written to a temp folder, the
+      gold patch applied in process, the same test command run there and its log scored.
+
+    `overhead` is everything but the agent and the tests.
+    """
+    import statistics
+
+    from nemo_gym.envs.swe import SWEEnv, take
+    from nemo_gym.envs.swe.grading import grade
+
+    env = SWEEnv()
+    task = next(t for t in env.tasks() if t.id == "nemo-gym__calc-1")
+    swe = env.swe_task(task)
+    spec = await env.spec_for(swe)  # builds the image once, before any timing
+    docker: list[dict[str, float]] = []
+    for _ in range(episodes):
+        phase: dict[str, float] = {}
+        t = time.perf_counter()
+        episode = await env.open(task)
+        phase["container start"] = time.perf_counter() - t
+        t = time.perf_counter()
+        apply = next(tool for tool in episode.tools if tool.spec.name == "apply_patch")
+        await apply.fn(patch=swe.patch)
+        phase["agent"] = time.perf_counter() - t
+        t = time.perf_counter()
+        assert episode.sandbox is not None
+        taken = await take(episode.sandbox, swe.workdir)
+        await episode.sandbox.aclose()
+        phase["take + remove"] = time.perf_counter() - t
+        t = time.perf_counter()
+        async with env.provider().start(spec) as fresh:
+            phase["grading container start"] = time.perf_counter() - t
+            report = await grade(swe, taken, fresh)
+            assert report.resolved, report.log[-2000:]
+            phase["grading prepare"] = report.timings["prepare_s"]
+            phase["tests"] = report.timings["tests_s"]
+            t = time.perf_counter()
+        phase["grading container stop"] = time.perf_counter() - t
+        episode.sandbox = None
+        await episode._stack.aclose()
+        docker.append(phase)
+    await env.aclose()
+    local = await asyncio.to_thread(_swe_local, swe, episodes)
+    out = []
+    for name, runs in (("docker", docker), ("local", local)):
+        median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        median["overhead"] = sum(v for k, v in median.items() if k not in ("agent", "tests"))
+        out.append((name, median))
+    return out
+
+
+def _swe_local(swe: Any, episodes: int) -> list[dict[str, float]]:
+    import shutil
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from nemo_gym.envs.swe import apply_patch
+    from nemo_gym.envs.swe.grading import score
+    from nemo_gym.envs.swe.sample import sample
+
+    local: list[dict[str, float]] = []
+    repo = {path: text.encode() for path, text in sample()["repo"].items()}
+    for _ in range(episodes):
+        phase = {}
+        t = time.perf_counter()
+        root = Path(tempfile.mkdtemp(prefix="swe-bench-"))
+        for path, data in repo.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_bytes(data)
+        phase["setup"] = time.perf_counter() - t
+        t = time.perf_counter()
+        changed = apply_patch(repo, swe.patch or "")
+        phase["agent"] = time.perf_counter() - t
+        t = time.perf_counter()
+        for path, data in {**changed, **apply_patch(repo, swe.test_patch)}.items():
+            (root / path).write_bytes(data or b"")
+        phase["prepare"] = time.perf_counter() - t
+        t = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests"],
+            cwd=root, capture_output=True, text=True, check=False,
+            # only pytest itself, as in the task's image (not this venv's plugins)
+            env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        )  # fmt: skip
+        phase["tests"] = time.perf_counter() - t
+        t = time.perf_counter()
+        _, report = score(swe, done.stdout)
+        assert not report["FAIL_TO_PASS"]["failure"], done.stdout[-2000:]
+        shutil.rmtree(root)
+        phase["score + cleanup"] = time.perf_counter() - t
+        local.append(phase)
+    return local
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--swe", type=int, default=0, metavar="EPISODES")
     args = parser.parse_args()
+    if args.swe:
+        for name, phases in asyncio.run(swe_rows(args.swe)):
+            print(f"{name}: " + "  ".join(f"{k} {v:.3f}s" for k, v in phases.items()))
+        return
     results = asyncio.run(rows(args.calls))
     base = {c: us for name, c, us in results if name == "direct"}
     print(f"{'path':34} {'conc':>4} {'CPU µs/call':>12} {'+µs vs direct':>14} {'x direct':>9}")

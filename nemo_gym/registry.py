@@ -142,6 +142,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "json_schema": "nemo_gym.envs.structured.json_schema:JSONSchemaEnv",
         "formats": "nemo_gym.envs.structured.formats:Formats",
         "line_format": "nemo_gym.envs.structured.line_format:LineFormat",
+        "swe": "nemo_gym.envs.swe:SWEEnv",
     },
     "model": {
         "local": "nemo_gym.models.local:Local",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,9 @@ def options(name: str) -> dict[str, Any]:
         found["judge"] = keyword_judge()
     if "sandbox" in info.requires:
         found["provider"] = "process"  # runs where namespaces are missing
+    engine = os.environ.get("NEMO_GYM_DOCKER_HOST") or os.environ.get("DOCKER_HOST")
+    if "docker" in info.requires and not engine:
+        pytest.skip(f"{name} needs a docker engine (scripts/docker-engine.sh start)")
     if name == "reasoning_gym":
         found["dataset"] = "knights_knaves"
     return found

@@ -37,6 +37,10 @@ _JUDGE = (
 )
 _SANDBOX = "execution-based: its tests run in our sandboxes, not ported yet"
 _SWE = "a container-based software-engineering or terminal task"
+_SWE_ROWS = (
+    "its rows run in `swe` (nemo_gym.envs.swe: the row's image, its tests graded in a fresh "
+    "container); not compared with NeMo Gym's code"
+)
 _VISION = "vision model input (images or screenshots)"
 _WEB = "a paid web API with no offline path"
 
@@ -123,7 +127,7 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "ragtruth": ("later", "hallucination labels compared with the row's"),
     "rolemrc": ("later", _JUDGE),
     "ruler2": ("later", "several NeMo-Skills evaluators, one per row kind, to port"),
-    "scale_swe": ("issue 23", _SWE),
+    "scale_swe": ("issue 23", _SWE_ROWS + "; its f2p_script and pre_commands are not run"),
     "scicode": ("later", _SANDBOX + " (SciCode's test data file)"),
     "scicodepile": ("later", _SANDBOX),
     "sec_local_index": ("unsupported", "not a server: a library other servers import"),
@@ -133,12 +137,12 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "spider2_lite": ("later", "Spider 2.0-Lite's local SQLite databases and gold results"),
     "swe_next": ("issue 23", _SWE),
     "swe_pivot": ("later", _JUDGE + " (pivot-turn actions)"),
-    "swe_rebench": ("issue 23", _SWE),
-    "swebench": ("issue 23", _SWE),
-    "swebench_pro": ("issue 23", _SWE),
+    "swe_rebench": ("issue 23", _SWE_ROWS + " where swebench has the log parser (not Dart)"),
+    "swebench": ("issue 23", _SWE_ROWS),
+    "swebench_pro": ("issue 23", _SWE + " (graded by its own run_script and parser_script)"),
     "swemer_oml": ("issue 23", _SWE),
-    "swemer_v1": ("issue 23", _SWE),
-    "swemer_v2": ("issue 23", _SWE),
+    "swemer_v1": ("issue 23", _SWE_ROWS),
+    "swemer_v2": ("issue 23", _SWE_ROWS),
     "swerl_gen": ("issue 23", _SWE),
     "swerl_llm_judge": ("later", _JUDGE + " (patch verdicts)"),
     "tales": ("later", "TALES's text-adventure engines, a Gymnasium-style game"),

@@ -1,0 +1,477 @@
+"""Grading an SWE episode where nothing the agent left can answer for the tests.
+
+1. The agent's container is frozen (every process in it stopped at once, by the
+   engine's cgroup freezer) and its repository taken as files through the engine's
+   archive API: no program in the container runs to list or read them. Only regular
+   files and directories are taken; a link inside the repository becomes a copy of its
+   target, a link that leaves it and a fifo, socket or device are refused (`take`).
+   Providers without an archive API: `stop_processes` and `take_files`.
+2. A fresh container of the task's image gets the agent's files where they differ from
+   the base repository, minus test machinery (`PROTECTED`: conftest.py, pytest.ini,
+   setup.cfg, pyproject.toml, sitecustomize.py, `.pth`, ...) and new modules that would
+   shadow the standard library, pytest or an installed package (`graded_tree`).
+3. The task's test files are written fresh: the base repository's copy with the test
+   patch applied (whatever the agent did to them), and every other file a named test
+   lives in, as it was at the base.
+4. The task's test command runs; its output is parsed with the `swebench` package's log
+   parser and scored with its FAIL_TO_PASS / PASS_TO_PASS report (`score`).
+
+A grading step that fails (the image, a test patch that does not apply to the base, a
+test run past its deadline, a log with no test result) is a `VerifierError` with its
+code, never a reward of 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import posixpath
+import shlex
+import tarfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nemo_gym.envs.swe.patch import PatchError, apply_patch, make_patch
+from nemo_gym.envs.swe.rows import SWETask
+from nemo_gym.errors import SandboxError, VerifierError
+from nemo_gym.harnesses.cli.workspace import (
+    CHECK_ENV,
+    MAX_FILES,
+    AgentFiles,
+    protected,
+    shadows_a_module,
+    stop_processes,
+    take_files,
+)
+from nemo_gym.protocols import Sandbox
+
+__all__ = [
+    "MAX_BYTES",
+    "GradeReport",
+    "Snapshot",
+    "grade",
+    "graded_tree",
+    "score",
+    "snapshot",
+    "take",
+]
+
+MAX_BYTES = 256 << 20
+"""At most this many bytes of a repository are taken (a real repository's sources are
+tens of MB; `.git` is never taken)."""
+
+SKIPPED_DIRS = (".git",)
+"""Not taken from the agent, never written to the grading container."""
+
+# Lists the top-level modules importable in the (fresh, trusted) grading container: a new
+# file of the agent's by one of these names would shadow it for a test run from the repo.
+_MODULES = (
+    "import pkgutil, sys; "
+    "print('\\n'.join(sorted({m.name for m in pkgutil.iter_modules() if m.name.isidentifier()})))"
+)
+
+
+@dataclass
+class Snapshot:
+    """A repository taken as data: `files` with their `modes`, and what was refused."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)
+    dirs: tuple[str, ...] = ()
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def as_agent_files(self) -> AgentFiles:
+        return AgentFiles(files=dict(self.files), dirs=self.dirs, refused=dict(self.refused))
+
+
+def _engine(sandbox: Sandbox) -> tuple[Any, str] | None:
+    """The Docker-API client and container id of a container sandbox, when it has one."""
+    client, container = getattr(sandbox, "client", None), getattr(sandbox, "id", None)
+    if client is None or not isinstance(container, str) or not hasattr(client, "request"):
+        return None
+    return client, container
+
+
+def _skipped(path: str) -> bool:
+    return any(path == d or path.startswith(d + "/") for d in SKIPPED_DIRS)
+
+
+def _from_tar(data: bytes, *, max_files: int, max_bytes: int) -> Snapshot:
+    """A snapshot from the engine's archive of the repository folder (its one top folder
+    stripped), with the policy of `take_files`."""
+    out = Snapshot()
+    links: dict[str, str] = {}
+    hard: dict[str, str] = {}
+    dirs: list[str] = []
+    total = 0
+    count = 0
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        for member in tar:
+            _, _, path = member.name.partition("/")
+            if not path or _skipped(path):
+                continue
+            count += 1
+            if count > max_files:
+                out.refused[path] = "over the file limit"
+                continue
+            if member.isdir():
+                dirs.append(path)
+            elif member.isreg():
+                if total + member.size > max_bytes:
+                    out.refused[path] = f"over the {max_bytes}-byte limit of a repository"
+                    continue
+                handle = tar.extractfile(member)
+                assert handle is not None
+                out.files[path] = handle.read()
+                out.modes[path] = member.mode & 0o777
+                total += member.size
+            elif member.issym():
+                links[path] = member.linkname
+            elif member.islnk():
+                # A hard link names another member of the archive: a file taken above.
+                hard[path] = member.linkname.partition("/")[2]
+            else:
+                out.refused[path] = "not a regular file (fifo, socket or device)"
+    for path, source in hard.items():
+        if source in out.files:
+            out.files[path], out.modes[path] = out.files[source], out.modes[source]
+        else:
+            out.refused[path] = "a hard link to a file not taken"
+    for path in links:
+        resolved = _resolve(path, links)
+        if resolved is None:
+            out.refused[path] = "a link that leaves the workspace"
+        elif resolved in out.files:
+            out.files[path] = out.files[resolved]
+            out.modes[path] = out.modes[resolved]
+        else:
+            out.refused[path] = "a link to a directory or to nothing"
+    out.dirs = tuple(dirs)
+    return out
+
+
+def _resolve(path: str, links: Mapping[str, str]) -> str | None:
+    """Where the link at `path` leads once every link on the way is followed, as a
+    repository path; None when it leaves the repository (or loops)."""
+    resolved: list[str] = []
+    queue = path.split("/")
+    for _ in range(1000):
+        if not queue:
+            return "/".join(resolved)
+        part = queue.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not resolved:
+                return None
+            resolved.pop()
+            continue
+        here = "/".join([*resolved, part])
+        if here in links:
+            target = links[here]
+            if target.startswith("/"):
+                return None  # the container's file system, not the repository
+            queue = target.split("/") + queue
+            continue
+        resolved.append(part)
+    return None
+
+
+async def snapshot(
+    sandbox: Sandbox, root: str, *, max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES
+) -> Snapshot:
+    """`root` in a container sandbox, through the engine's archive API."""
+    engine = _engine(sandbox)
+    if engine is None:
+        raise SandboxError(f"{sandbox!r} has no engine archive API to take {root} through")
+    client, container = engine
+    response = await client.request(
+        "GET", f"/containers/{container}/archive", params={"path": root.rstrip("/") + "/."}
+    )
+    if response.status != 200:
+        raise SandboxError(
+            f"cannot take {root} from container {container[:12]}: {response.message()}"
+        )
+    return _from_tar(response.body, max_files=max_files, max_bytes=max_bytes)
+
+
+async def take(sandbox: Sandbox, root: str, *, max_bytes: int = MAX_BYTES) -> Snapshot:
+    """Stop everything the agent started in `sandbox`, then take `root` as files.
+
+    A container is frozen (`pause`) before it is read and stays frozen until it is
+    removed: a daemon the agent left cannot write one more byte. Other providers:
+    `stop_processes`, then `take_files` (the agent's workdir must be `root`).
+    """
+    engine = _engine(sandbox)
+    if engine is None:
+        if not await stop_processes(sandbox):
+            raise SandboxError(
+                f"{sandbox!r} can neither be frozen nor have its processes stopped: its "
+                "files could change while they are taken"
+            )
+        files = await take_files(sandbox, max_bytes=max_bytes)
+        kept = {p: d for p, d in files.files.items() if not _skipped(p)}
+        return Snapshot(
+            files=kept,
+            modes={p: 0o644 for p in kept},
+            dirs=tuple(d for d in files.dirs if not _skipped(d)),
+            refused=dict(files.refused),
+        )
+    client, container = engine
+    paused = await client.request("POST", f"/containers/{container}/pause")
+    if paused.status not in (204, 304):
+        raise SandboxError(
+            f"cannot freeze the agent's container {container[:12]}: {paused.message()}"
+        )
+    return await snapshot(sandbox, root, max_bytes=max_bytes)
+
+
+def graded_tree(
+    task: SWETask,
+    base: Snapshot,
+    agent: Snapshot | None,
+    *,
+    installed: frozenset[str] = frozenset(),
+) -> tuple[dict[str, bytes], list[str], dict[str, str]]:
+    """What the grading container's repository becomes: (path -> content to write,
+    paths to delete, the agent's paths left out -> why). The task's test files are
+    written fresh from the base and the test patch; `PatchError` when it does not apply.
+    """
+    write: dict[str, bytes] = {}
+    delete: list[str] = []
+    refused: dict[str, str] = dict(agent.refused) if agent is not None else {}
+    if agent is not None:
+        for path, data in agent.files.items():
+            if base.files.get(path) == data:
+                continue
+            if protected(path):
+                refused[path] = "test machinery: graded with the task's own copy, or none"
+                continue
+            if path not in base.files and (
+                shadows_a_module(path) or _shadows_installed(path, installed)
+            ):
+                refused[path] = "a new module named like one the tests import (it would shadow it)"
+                continue
+            write[path] = data
+        for path in base.files:
+            if path not in agent.files and path not in agent.refused and not protected(path):
+                delete.append(path)
+    # The task's tests, fresh: the base copy of every file a named test lives in, then
+    # the test patch over the base copies of the files it touches.
+    test_files = set(task.test_files)
+    for test in (*task.fail_to_pass, *task.pass_to_pass):
+        path = test.partition("::")[0]
+        if path in base.files and path not in test_files:
+            write[path] = base.files[path]
+            if path in delete:
+                delete.remove(path)
+    patched = apply_patch(
+        {path: base.files.get(path) for path in test_files},
+        task.test_patch,
+        name=f"{task.source}: test_patch",
+    )
+    for path, content in patched.items():
+        if content is None:
+            write.pop(path, None)
+            if path in base.files:
+                delete.append(path)
+        else:
+            write[path] = content
+            if path in delete:
+                delete.remove(path)
+    # A file of the agent's under a path that stays a file (a test file the agent turned
+    # into a folder) cannot be written: left out, so that it cannot fail the grading.
+    files = (set(base.files) - set(delete)) | set(write)
+    for path in list(write):
+        parts = path.split("/")
+        if any("/".join(parts[:i]) in files for i in range(1, len(parts))):
+            del write[path]
+            refused[path] = "under a path that is a file in the graded repository"
+    return write, sorted(set(delete)), refused
+
+
+def _shadows_installed(path: str, installed: frozenset[str]) -> bool:
+    parts = path.split("/")
+    if len(parts) >= 2 and parts[-1] == "__init__.py":
+        name = parts[-2]
+    else:
+        name, _, suffix = parts[-1].partition(".")
+        if not (suffix == "py" or suffix.endswith(("so", "pyd"))):
+            return False
+    return name in installed
+
+
+@dataclass
+class GradeReport:
+    """What the grading found; `as_state()` is what lands in `final_state["swe"]`."""
+
+    tests: dict[str, str]
+    fail_to_pass: dict[str, list[str]]
+    pass_to_pass: dict[str, list[str]]
+    resolved: bool
+    exit_code: int | None
+    log: str
+    model_patch: str
+    refused: dict[str, str]
+    timings: dict[str, float]
+
+    def as_state(self) -> dict[str, Any]:
+        return {
+            "resolved": self.resolved,
+            "tests": self.tests,
+            "fail_to_pass": self.fail_to_pass,
+            "pass_to_pass": self.pass_to_pass,
+            "exit_code": self.exit_code,
+            "log": self.log[-8000:],
+            "model_patch": self.model_patch,
+            "refused": self.refused,
+            "timings": self.timings,
+        }
+
+
+def parser_for(task: SWETask) -> Any:
+    """The `swebench` log parser of the task (its `log_parser`, else its repository's)."""
+    from nemo_gym.errors import require
+
+    parsers = require("swebench.harness.log_parsers", "swe")
+    registry: dict[str, Any] = parsers.PARSER_REGISTRY
+    if task.log_parser:
+        if task.log_parser not in registry:
+            raise VerifierError(
+                f"{task.source}: log_parser {task.log_parser!r} is not one of the swebench "
+                f"package's parsers ({', '.join(sorted(registry)[:8])}, ...)",
+                code="swe_log_parser",
+            )
+        return registry[task.log_parser]
+    for module in ("python", "javascript", "go", "java", "rust", "ruby", "php", "c"):
+        by_repo = getattr(
+            require(f"swebench.harness.log_parsers.{module}", "swe"),
+            f"MAP_REPO_TO_PARSER_{'JS' if module == 'javascript' else module.upper()}",
+            {},
+        )
+        if task.repo in by_repo:
+            return by_repo[task.repo]
+    return registry["parse_log_pytest"]
+
+
+def score(task: SWETask, log: str) -> tuple[dict[str, str], dict[str, dict[str, list[str]]]]:
+    """(test -> status, the swebench FAIL_TO_PASS / PASS_TO_PASS report) of a test log."""
+    from nemo_gym.errors import require
+
+    grading = require("swebench.harness.grading", "swe")
+    spec = require("swebench.types", "swe").TestSpec(
+        instance_id=task.instance_id,
+        image=task.image,
+        eval_script_list=[],
+        repo=task.repo,
+        version=task.version or "",
+        FAIL_TO_PASS=list(task.fail_to_pass),
+        PASS_TO_PASS=list(task.pass_to_pass),
+        log_parser=task.log_parser or "",
+    )
+    tests: dict[str, str] = parser_for(task)(log, spec)
+    report = grading.get_eval_tests_report(
+        tests, {"FAIL_TO_PASS": list(task.fail_to_pass), "PASS_TO_PASS": list(task.pass_to_pass)}
+    )
+    return tests, report
+
+
+async def _write_tree(
+    sandbox: Sandbox, root: str, write: Mapping[str, bytes], modes: Mapping[str, int]
+) -> None:
+    engine = _engine(sandbox)
+    if engine is None:
+        for path, data in write.items():
+            await sandbox.write_file(posixpath.join(root, path), data)
+        return
+    client, container = engine
+    buffer = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path, data in write.items():
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            info.mode = modes.get(path, 0o644)
+            info.mtime = now
+            tar.addfile(info, io.BytesIO(data))
+    response = await client.request(
+        "PUT",
+        f"/containers/{container}/archive",
+        params={"path": root},
+        body=buffer.getvalue(),
+        content_type="application/x-tar",
+    )
+    if response.status != 200:
+        raise SandboxError(f"cannot write the graded files into {root}: {response.message()}")
+
+
+async def grade(
+    task: SWETask,
+    agent: Snapshot | None,
+    sandbox: Sandbox,
+    *,
+    timeout: float = 1800.0,
+) -> GradeReport:
+    """Grade `agent` (the agent's repository; None: untouched) in `sandbox`, a fresh
+    container of the task's image. Raises `VerifierError` when grading itself fails."""
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    base = await snapshot(sandbox, task.workdir)
+    # -I without -S: the image's site-packages are what a test run imports from.
+    listed = await sandbox.exec(["python3", "-I", "-c", _MODULES], timeout=120)
+    installed = frozenset(listed.stdout.split()) if listed.exit_code == 0 else frozenset()
+    try:
+        write, delete, refused = graded_tree(task, base, agent, installed=installed)
+    except PatchError as exc:
+        raise VerifierError(
+            f"the test patch does not apply to the base: {exc}", code="swe_test_patch"
+        ) from exc
+    for start in range(0, len(delete), 200):
+        chunk = [posixpath.join(task.workdir, p) for p in delete[start : start + 200]]
+        await sandbox.exec(["rm", "-f", "--", *chunk], timeout=120)
+    # An existing file keeps the base's mode; a new one may be executable, nothing more.
+    theirs = agent.modes if agent is not None else {}
+    modes = {p: base.modes.get(p, theirs.get(p, 0o644) & 0o755) for p in write}
+    await _write_tree(sandbox, task.workdir, write, modes)
+    timings["prepare_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    result = await sandbox.exec(
+        ["bash", "-c", f"{task.test_cmd} 2>&1"], timeout=timeout, cwd=task.workdir, env=CHECK_ENV
+    )
+    timings["tests_s"] = time.perf_counter() - started
+    log = result.stdout
+    if result.timed_out:
+        raise VerifierError(
+            f"{task.instance_id}: the tests ran past {timeout:g}s: {shlex.quote(task.test_cmd)}",
+            code="timeout",
+        )
+    tests, report = await asyncio.to_thread(score, task, log)
+    if not tests:
+        raise VerifierError(
+            f"{task.instance_id}: no test result in the log of {task.test_cmd!r} "
+            f"(exit {result.exit_code}): {log[-1500:]}",
+            code="swe_no_results",
+        )
+    tests_written = set(task.test_files) | {t.partition("::")[0] for t in task.fail_to_pass}
+    changed = (set(write) | set(delete)) - tests_written
+    model_patch = make_patch(
+        {p: base.files[p] for p in changed if p in base.files},
+        {p: write[p] for p in changed if p in write},
+    )
+    f2p, p2p = report["FAIL_TO_PASS"], report["PASS_TO_PASS"]
+    resolved = (
+        not f2p["failure"] and not p2p["failure"] and len(f2p["success"]) == len(task.fail_to_pass)
+    )
+    return GradeReport(
+        tests=tests,
+        fail_to_pass=f2p,
+        pass_to_pass=p2p,
+        resolved=resolved,
+        exit_code=result.exit_code,
+        log=log,
+        model_patch=model_patch,
+        refused=refused,
+        timings=timings,
+    )
