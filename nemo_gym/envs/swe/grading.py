@@ -316,10 +316,14 @@ class GradeReport:
     model_patch: str
     refused: dict[str, str]
     timings: dict[str, float]
+    outcome: str = "ran"
+    """`ran`; `timeout` or `no_results` when the tests, run on the agent's changes, ran
+    past their deadline or printed no result (scored as every named test failing)."""
 
     def as_state(self) -> dict[str, Any]:
         return {
             "resolved": self.resolved,
+            "outcome": self.outcome,
             "tests": self.tests,
             "fail_to_pass": self.fail_to_pass,
             "pass_to_pass": self.pass_to_pass,
@@ -442,20 +446,31 @@ async def grade(
     )
     timings["tests_s"] = time.perf_counter() - started
     log = result.stdout
-    if result.timed_out:
-        raise VerifierError(
-            f"{task.instance_id}: the tests ran past {timeout:g}s: {shlex.quote(task.test_cmd)}",
-            code="timeout",
-        )
-    tests, report = await asyncio.to_thread(score, task, log)
-    if not tests:
-        raise VerifierError(
-            f"{task.instance_id}: no test result in the log of {task.test_cmd!r} "
-            f"(exit {result.exit_code}): {log[-1500:]}",
-            code="swe_no_results",
-        )
     tests_written = set(task.test_files) | {t.partition("::")[0] for t in task.fail_to_pass}
     changed = (set(write) | set(delete)) - tests_written
+    # Whose failure is a run with no verdict: with the agent's changes in the tree, the
+    # agent's (code that hangs or breaks collection scores 0, as in SWE-bench, rather than
+    # a failed rollout a trainer drops: a policy must not escape a 0 that way); on the
+    # untouched base, the task's or the image's (a grading failure with its code).
+    outcome = "ran"
+    if result.timed_out:
+        if not changed:
+            raise VerifierError(
+                f"{task.instance_id}: the tests ran past {timeout:g}s on the untouched base: "
+                f"{shlex.quote(task.test_cmd)}",
+                code="timeout",
+            )
+        outcome, tests, report = "timeout", {}, _all_failed(task)
+    else:
+        tests, report = await asyncio.to_thread(score, task, log)
+        if not tests:
+            if not changed:
+                raise VerifierError(
+                    f"{task.instance_id}: no test result in the log of {task.test_cmd!r} "
+                    f"(exit {result.exit_code}): {log[-1500:]}",
+                    code="swe_no_results",
+                )
+            outcome, report = "no_results", _all_failed(task)
     model_patch = make_patch(
         {p: base.files[p] for p in changed if p in base.files},
         {p: write[p] for p in changed if p in write},
@@ -474,4 +489,13 @@ async def grade(
         model_patch=model_patch,
         refused=refused,
         timings=timings,
+        outcome=outcome,
     )
+
+
+def _all_failed(task: SWETask) -> dict[str, dict[str, list[str]]]:
+    """The report of a run that gave no verdict: every named test failed."""
+    return {
+        "FAIL_TO_PASS": {"success": [], "failure": list(task.fail_to_pass)},
+        "PASS_TO_PASS": {"success": [], "failure": list(task.pass_to_pass)},
+    }

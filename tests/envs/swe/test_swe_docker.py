@@ -255,9 +255,27 @@ def _run_rows(rows: Path, turns: list[Message], **options: object) -> Rollout:
     return asyncio.run(go())
 
 
-def test_tests_past_their_deadline_are_a_timeout_failure_not_a_0(tmp_path: Path) -> None:
+def test_tests_the_agents_code_hangs_score_0_not_a_failure(tmp_path: Path) -> None:
+    """A failed rollout is dropped by a trainer: code that hangs the tests must score 0,
+    or a policy escapes every 0 by hanging them."""
     hang = _write("calc/__init__.py", "import time\ntime.sleep(600)\n")
     rollout = _run_rows(_rows(tmp_path), _bash(hang), test_timeout=5)
+    assert _scored(rollout) == 0.0
+    assert rollout.trajectory.final_state["swe"]["outcome"] == "timeout"
+    assert rollout.trajectory.final_state["swe"]["fail_to_pass"]["success"] == []
+
+
+def test_code_that_breaks_the_test_run_scores_0_not_a_failure(tmp_path: Path) -> None:
+    crash = _write("calc/__init__.py", "import os\nos._exit(0)\n")
+    rollout = _run_rows(_rows(tmp_path), _bash(crash))
+    assert _scored(rollout) == 0.0
+    assert rollout.trajectory.final_state["swe"]["outcome"] in {"no_results", "ran"}
+
+
+def test_tests_past_their_deadline_on_the_untouched_base_are_a_timeout_failure(
+    tmp_path: Path,
+) -> None:
+    rollout = _run_rows(_rows(tmp_path, test_cmd="sleep 600"), _bash("true"), test_timeout=5)
     assert rollout.failure is not None and rollout.rewards is None
     assert (rollout.failure.kind, rollout.failure.code) == ("verifier", "timeout")
 
@@ -270,8 +288,8 @@ def test_a_test_patch_that_does_not_apply_is_a_grading_failure(tmp_path: Path) -
     assert (rollout.failure.kind, rollout.failure.code) == ("verifier", "swe_test_patch")
 
 
-def test_a_log_without_results_is_a_grading_failure(tmp_path: Path) -> None:
-    rollout = _run_rows(_rows(tmp_path, test_cmd="echo no tests here"), _bash(FIX))
+def test_a_log_without_results_on_the_untouched_base_is_a_grading_failure(tmp_path: Path) -> None:
+    rollout = _run_rows(_rows(tmp_path, test_cmd="echo no tests here"), _bash("true"))
     assert rollout.failure is not None
     assert (rollout.failure.kind, rollout.failure.code) == ("verifier", "swe_no_results")
 
