@@ -675,3 +675,50 @@ def test_grl_sokoban_boards_match_nemo_gyms_generator() -> None:
         random.setstate(state_before[0])
         np.random.set_state(state_before[1])
     assert compared >= 35
+
+
+def test_gym_eval_run_takes_nemo_gym_rows_and_they_convert_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gym eval run nemo_gym/<server> --env-option source=rows.jsonl` runs a server's rows
+    unchanged; the run's rollouts become NeMo Gym result rows, and it re-verifies from
+    run.json alone."""
+    from nemo_gym.cli.main import main
+
+    rows = DATA / "mcqa.jsonl"
+    source = [json.loads(line) for line in rows.read_text().splitlines()]
+    letter = str(source[0]["expected_answer"]).strip().upper()
+    run = tmp_path / "run"
+    argv = [
+        "eval",
+        "run",
+        "nemo_gym/mcqa",
+        "--env-option",
+        f"source={rows}",
+        "--model",
+        "scripted",
+        "--model-option",
+        "replies=" + json.dumps([f"\\boxed{{{letter}}}"]),
+        "--model-option",
+        "cycle=true",
+        "--output",
+        str(run),
+    ]
+    assert main(argv) == 0, capsys.readouterr().err
+    converted = list(ng.to_rows(gym.read_rollouts(run)))
+    assert sorted(r["_nemo_gym_task_id"] for r in converted) == [
+        f"mcqa-{i}" for i in range(len(source))
+    ]
+    by_id = {r["_nemo_gym_task_id"]: r for r in converted}
+    for index, row in enumerate(source):
+        got = by_id[f"mcqa-{index}"]
+        assert {k: got[k] for k in row} == row  # the row unchanged, the result added
+        right = str(row["expected_answer"]).strip().upper() == letter
+        assert got["reward"] == (1.0 if right else 0.0), index
+        assert got["response"]["output"][0]["content"][0]["text"] == f"\\boxed{{{letter}}}"
+    assert main(["eval", "reverify", str(run)]) == 0
+    again = {r.task_id: r.reward for r in gym.read_rollouts(run / "reverified")}
+    assert again == {k: r["reward"] for k, r in by_id.items()}
+    capsys.readouterr()
+    with pytest.raises(gym.errors.ConfigError, match="unsupported NeMo Gym server 'nope'"):
+        gym.make("nemo_gym/nope", source=str(rows))
