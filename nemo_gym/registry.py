@@ -115,6 +115,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "function_calling": "nemo_gym.envs.tools.function_calling:FunctionCalling",
         "tool_multireward": "nemo_gym.envs.tools.tool_multireward:ToolMultiReward",
         "tool_chain": "nemo_gym.envs.tools.tool_chain:ToolChain",
+        "next_action": "nemo_gym.envs.tools.next_action:NextAction",
         "retail": "nemo_gym.envs.agents.retail:Retail",
         "airline": "nemo_gym.envs.agents.airline:Airline",
         "calendar": "nemo_gym.envs.agents.calendar:Calendar",

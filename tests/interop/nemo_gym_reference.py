@@ -34,6 +34,10 @@ OVERRIDES = {
     "wmt_translation": {"compute_comet": False, "language_consistency_backend": None},
 }
 OVERRIDES["polymath"] = OVERRIDES["math_with_judge"]
+# Its configs/single_step_tool_use_with_argument_comparison.yaml.
+OVERRIDES["single_step_tool_use_with_argument_comparison"] = {
+    "tool_call_comparator_config": {"word_count_similarity_threshold": 0.1}
+}
 
 
 def _server(name: str):  # type: ignore[no-untyped-def]

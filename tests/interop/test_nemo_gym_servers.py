@@ -80,6 +80,11 @@ DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
         "'all lowercase words should appear at most N times' bounds each word, not their total",
     ),
     ("structeval", "wrong", "structeval-1"): (0.0, 0.2, "one line of prose is not a CSV document"),
+    ("single_step_tool_use_with_argument_comparison", "extra_call", "*"): (
+        0.0,
+        1.0,
+        "the expected call plus a guess is not the expected action",
+    ),
 }
 
 # (server, reply) -> (the error NeMo Gym's server raises, why): replies NeMo Gym refuses
@@ -223,6 +228,8 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         ]
         out["penalised_win"] = [*calls, Message.assistant("Solved.")]
         out["stops_early"] = [_call("submit_guess", {"guess": guess}), Message.assistant("Bye.")]
+    if server == "single_step_tool_use_with_argument_comparison":
+        out.update(next_action_variants(env, task))
     if server == "instruction_following":
         follows, breaks = IF_REPLIES[task.id]
         out["follows"], out["breaks"] = [Message.assistant(follows)], [Message.assistant(breaks)]
@@ -234,6 +241,70 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
                     "* Filter early\n* Check the plan\n***\nThese steps speed up queries."
                 )
             ]
+    return out
+
+
+def _reworded(value: Any) -> Any:
+    """Arguments as a model might write them: longer strings' words reordered and cased."""
+    if isinstance(value, dict):
+        return {k: _reworded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_reworded(v) for v in value]
+    if isinstance(value, str) and len(value.split()) >= 2:
+        return " ".join(reversed(value.upper().split()))
+    return value
+
+
+def next_action_variants(env: Any, task: Task) -> dict[str, list[Message]]:
+    action = task.metadata["expected_action"]
+    if action["type"] == "message":
+        return {"short_message": [Message.assistant("OK.")]}
+    calls = env.oracle(task)[0].tool_calls
+    first = calls[0]
+    arguments = json.loads(first.arguments)
+    out = {
+        "reworded": [
+            Message.assistant(
+                tool_calls=tuple(
+                    c.model_copy(
+                        update={"arguments": json.dumps(_reworded(json.loads(c.arguments)))}
+                    )
+                    for c in calls
+                )
+            )
+        ],
+        "text_and_call": [Message.assistant("Let me do that.", tool_calls=calls)],
+        "extra_call": [
+            Message.assistant(
+                tool_calls=(*calls, ToolCall(id="call_x", name=first.name, arguments="{}"))
+            )
+        ],
+        "not_json": [
+            Message.assistant(tool_calls=(first.model_copy(update={"arguments": "{oops"}),))
+        ],
+    }
+    if arguments:
+        key = next(iter(arguments))
+        out["missing_key"] = [
+            Message.assistant(
+                tool_calls=(
+                    first.model_copy(
+                        update={
+                            "arguments": json.dumps(
+                                {k: v for k, v in arguments.items() if k != key}
+                            )
+                        }
+                    ),
+                )
+            )
+        ]
+        out["other_value"] = [
+            Message.assistant(
+                tool_calls=(
+                    first.model_copy(update={"arguments": json.dumps({**arguments, key: "zzz"})}),
+                )
+            )
+        ]
     return out
 
 

@@ -40,7 +40,7 @@ _SWE = "a container-based software-engineering or terminal task"
 _VISION = "vision model input (images or screenshots)"
 _WEB = "a paid web API with no offline path"
 
-# The 110 servers not in SERVERS, as (status, reason).
+# The servers not in SERVERS, as (status, reason).
 _OTHERS: dict[str, tuple[Status, str]] = {
     "aalcr": ("later", _JUDGE),
     "abstention": ("later", _JUDGE + " (three-tier abstention reward)"),
@@ -128,7 +128,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "scicodepile": ("later", _SANDBOX),
     "sec_local_index": ("unsupported", "not a server: a library other servers import"),
     "simpleqa": ("later", _JUDGE + " (CORRECT / INCORRECT / NOT_ATTEMPTED)"),
-    "single_step_tool_use_with_argument_comparison": ("later", "one action compared, to port"),
     "speed_bench": ("unsupported", "measures a vLLM server's decoding throughput, not a reply"),
     "spider2_lite": ("later", "Spider 2.0-Lite's local SQLite databases and gold results"),
     "swe_next": ("issue 23", _SWE),

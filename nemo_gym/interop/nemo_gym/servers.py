@@ -488,7 +488,10 @@ _SERVERS = [
     ),
 ]
 
-SERVERS: Mapping[str, Server] = {s.name: s for s in _SERVERS}
+# The second round's servers live in their own module, which imports `Server` and `_task`.
+from nemo_gym.interop.nemo_gym.extra_servers import EXTRA_SERVERS  # noqa: E402
+
+SERVERS: Mapping[str, Server] = {s.name: s for s in [*_SERVERS, *EXTRA_SERVERS]}
 """Every supported NeMo Gym server by name; `.env` is the built-in environment it runs."""
 
 

@@ -1,0 +1,30 @@
+"""More NeMo Gym servers (see `servers.py` for how a `Server` maps rows to tasks): the
+non-judge servers ported in the second round, each with the environment that scores it.
+`servers.SERVERS` includes these."""
+
+from __future__ import annotations
+
+from nemo_gym.envs.rows import Row
+from nemo_gym.interop.nemo_gym.servers import Server, _task
+from nemo_gym.records import Task
+
+__all__ = ["EXTRA_SERVERS"]
+
+
+def _next_action(row: Row, server: str) -> Task:
+    action = row.require("expected_action", dict)
+    if action.get("type") not in ("message", "function_call", "function_call_batch"):
+        raise row.bad("expected_action", "type must be message, function_call or batch")
+    return _task(row, server, expected_action=action)
+
+
+EXTRA_SERVERS: list[Server] = [
+    Server(
+        "single_step_tool_use_with_argument_comparison",
+        "next_action",
+        _next_action,
+        # NeMo Gym's config: word_count_similarity_threshold 0.1, parallel rewarding off
+        # (surplus calls free); ours counts calls (see DIFFERENCES), everything else the same.
+        lambda rows: {"word_similarity": 0.1},
+    ),
+]
