@@ -230,6 +230,34 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out["stops_early"] = [_call("submit_guess", {"guess": guess}), Message.assistant("Bye.")]
     if server == "single_step_tool_use_with_argument_comparison":
         out.update(next_action_variants(env, task))
+    if server == "math_advanced_calculations":
+        gold = md["ground_truth"]
+        echo = env.oracle(task)[0].tool_calls
+        # A failing call (log of a negative number) is an error among the results, no more.
+        failing = ToolCall(id="call_bad", name="log", arguments='{"a": -1.0, "base": 2.0}')
+        out["with_error"] = [
+            Message.assistant(tool_calls=(failing, *echo)),
+            Message.assistant("ok"),
+        ]
+        # Our arithmetic on the gold (add 0 here is the gold plus 1.2): not the gold.
+        out["own_arithmetic"] = [
+            _call("add", {"a": gold[0], "b": 0}),
+            *([Message.assistant(tool_calls=echo[1:])] if len(echo) > 1 else []),
+            Message.assistant("ok"),
+        ]
+        if task.id == "math_advanced_calculations-2":  # 4.0 ** 6.0 / pi, with the tools
+            out["computed"] = [
+                Message.assistant(
+                    tool_calls=(
+                        ToolCall(id="p", name="power", arguments='{"a": 4.0, "b": 6.0}'),
+                        ToolCall(id="e", name="pi", arguments="{}"),
+                    )
+                ),
+                _call("divide", {"a": 65536.0, "b": 2.718281828459045}),
+                Message.assistant("About 12054.67."),
+            ]
+        if len(echo) > 1:
+            out["some_values"] = [Message.assistant(tool_calls=echo[:-1]), Message.assistant("ok")]
     if server == "instruction_following":
         follows, breaks = IF_REPLIES[task.id]
         out["follows"], out["breaks"] = [Message.assistant(follows)], [Message.assistant(breaks)]

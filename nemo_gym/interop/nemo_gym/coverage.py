@@ -97,7 +97,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "litmus_agent": ("later", "schema-typed answer extraction, to port"),
     "longmemeval": ("later", _JUDGE),
     "longmt_eval": ("later", "SEGALE document alignment and its metrics, to port"),
-    "math_advanced_calculations": ("later", "a multi-step calculator tool world"),
     "math_formal_lean": ("later", _SANDBOX + " (a Lean 4 and Mathlib image)"),
     "math_proof_judgement": ("later", "a `Judgement: Yes/No` compared with the row's label"),
     "math_with_autograder": ("later", _JUDGE + " (after math-verify)"),

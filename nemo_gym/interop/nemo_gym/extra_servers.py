@@ -18,6 +18,12 @@ def _next_action(row: Row, server: str) -> Task:
     return _task(row, server, expected_action=action)
 
 
+def _multiverse_math(row: Row, server: str) -> Task:
+    from nemo_gym.envs.tools.multiverse_math import ground_truth
+
+    return _task(row, server, ground_truth=ground_truth(row))
+
+
 EXTRA_SERVERS: list[Server] = [
     Server(
         "single_step_tool_use_with_argument_comparison",
@@ -27,4 +33,5 @@ EXTRA_SERVERS: list[Server] = [
         # (surplus calls free); ours counts calls (see DIFFERENCES), everything else the same.
         lambda rows: {"word_similarity": 0.1},
     ),
+    Server("math_advanced_calculations", "multiverse_math", _multiverse_math),
 ]
