@@ -117,6 +117,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "tool_chain": "nemo_gym.envs.tools.tool_chain:ToolChain",
         "next_action": "nemo_gym.envs.tools.next_action:NextAction",
         "multiverse_math": "nemo_gym.envs.tools.multiverse_math:MultiverseMath",
+        "counter": "nemo_gym.envs.tools.counter:Counter",
         "retail": "nemo_gym.envs.agents.retail:Retail",
         "airline": "nemo_gym.envs.agents.airline:Airline",
         "calendar": "nemo_gym.envs.agents.calendar:Calendar",

@@ -230,6 +230,25 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out["stops_early"] = [_call("submit_guess", {"guess": guess}), Message.assistant("Bye.")]
     if server == "single_step_tool_use_with_argument_comparison":
         out.update(next_action_variants(env, task))
+    if server == "example_session_state_mgmt":
+        gap = md["expected_count"] - md["initial_count"]
+        # Reading the counter and adding in two steps, one count as a float NeMo Gym takes.
+        out["two_steps"] = [
+            _call("get_counter_value", {}),
+            _call("increment_counter", {"count": gap - 1}),
+            _call("increment_counter", {"count": 1.0}),
+            Message.assistant(f"The count is {md['expected_count']}."),
+        ]
+        out["overshoot"] = [
+            _call("increment_counter", {"count": gap + 1}),
+            Message.assistant(f"The count is {md['expected_count']}."),
+        ]
+        # A count that is not an integer is refused: the counter does not move.
+        out["fraction"] = [
+            _call("increment_counter", {"count": 0.5}),
+            _call("increment_counter", {"count": gap}),
+            Message.assistant("Done."),
+        ]
     if server == "math_advanced_calculations":
         gold = md["ground_truth"]
         echo = env.oracle(task)[0].tool_calls

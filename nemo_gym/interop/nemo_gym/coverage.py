@@ -69,7 +69,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "evalplus": ("later", _SANDBOX + " (EvalPlus's plus inputs)"),
     "example_mcp_weather": ("later", "an MCP tool server; through nemo_gym.interop.mcp"),
     "example_multi_turn_gymnasium": ("later", "a Gymnasium-style example game"),
-    "example_session_state_mgmt": ("later", "a stateful tool example"),
     "false_statement_judge": ("later", _JUDGE),
     "finance_agent_v2": ("unsupported", _WEB + " (web search and SEC EDGAR)"),
     "finance_sec_search": ("unsupported", _WEB + " (Tavily search)"),

@@ -24,6 +24,15 @@ def _multiverse_math(row: Row, server: str) -> Task:
     return _task(row, server, ground_truth=ground_truth(row))
 
 
+def _counter(row: Row, server: str) -> Task:
+    return _task(
+        row,
+        server,
+        initial_count=row.require("initial_count", int),
+        expected_count=row.require("expected_count", int),
+    )
+
+
 EXTRA_SERVERS: list[Server] = [
     Server(
         "single_step_tool_use_with_argument_comparison",
@@ -34,4 +43,5 @@ EXTRA_SERVERS: list[Server] = [
         lambda rows: {"word_similarity": 0.1},
     ),
     Server("math_advanced_calculations", "multiverse_math", _multiverse_math),
+    Server("example_session_state_mgmt", "counter", _counter),
 ]
