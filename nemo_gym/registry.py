@@ -118,6 +118,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "next_action": "nemo_gym.envs.tools.next_action:NextAction",
         "multiverse_math": "nemo_gym.envs.tools.multiverse_math:MultiverseMath",
         "counter": "nemo_gym.envs.tools.counter:Counter",
+        "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
         "retail": "nemo_gym.envs.agents.retail:Retail",
         "airline": "nemo_gym.envs.agents.airline:Airline",
         "calendar": "nemo_gym.envs.agents.calendar:Calendar",

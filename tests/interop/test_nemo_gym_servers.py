@@ -80,6 +80,16 @@ DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
         "'all lowercase words should appear at most N times' bounds each word, not their total",
     ),
     ("structeval", "wrong", "structeval-1"): (0.0, 0.2, "one line of prose is not a CSV document"),
+    ("example_multi_turn_gymnasium", "in_word", "*"): (
+        0.0,
+        1.0,
+        "the answer inside a longer word is not the answer",
+    ),
+    ("example_multi_turn_gymnasium", "late_in_long_reply", "*"): (
+        0.0,
+        1.0,
+        "a long reply that names the answer last among candidates does not name it",
+    ),
     ("single_step_tool_use_with_argument_comparison", "extra_call", "*"): (
         0.0,
         1.0,
@@ -230,6 +240,23 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out["stops_early"] = [_call("submit_guess", {"guess": guess}), Message.assistant("Bye.")]
     if server == "single_step_tool_use_with_argument_comparison":
         out.update(next_action_variants(env, task))
+    if server == "example_multi_turn_gymnasium":
+        before = [Message.assistant("Noted.") for _ in md["follow_ups"]]
+        answer = str(task.answer)
+        out["upper_case"] = [*before, Message.assistant(f"It is {answer.upper()}.")]
+        out["answered_too_soon"] = [
+            Message.assistant(f"{answer}!"),
+            *before[1:],
+            Message.assistant("I am not sure."),
+        ]
+        out["in_word"] = [*before, Message.assistant(f"Maybe pre{answer}.")]
+        out["late_in_long_reply"] = [
+            *before,
+            Message.assistant(
+                "Here are several candidates I considered, one after another, before "
+                f"settling on nothing in particular: 7, 13, 42, {answer}."
+            ),
+        ]
     if server == "example_session_state_mgmt":
         gap = md["expected_count"] - md["initial_count"]
         # Reading the counter and adding in two steps, one count as a float NeMo Gym takes.

@@ -48,7 +48,11 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "agentif": ("later", _JUDGE + " (per-constraint checks)"),
     "arena": ("later", _JUDGE + " (pairwise against a stored baseline)"),
     "arena_judge": ("later", _JUDGE + " (two calls, swapped order)"),
-    "asr_with_pc": ("later", "scores transcripts as text (WER with punctuation and case)"),
+    "asr_with_pc": (
+        "unsupported",
+        "audio model input: the clip is the prompt (`responses_create_params.metadata."
+        "audio_data`), and our model adapters send text; only its WER scoring is text",
+    ),
     "assaybench": ("later", "text scoring of gene lists against the row's screen hits"),
     "aviary": ("later", "Aviary's environments, each a stateful tool world to port"),
     "bbq": ("later", _JUDGE),
@@ -68,7 +72,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "ether0": ("later", "molecule answers scored with ether0's RDKit rewards"),
     "evalplus": ("later", _SANDBOX + " (EvalPlus's plus inputs)"),
     "example_mcp_weather": ("later", "an MCP tool server; through nemo_gym.interop.mcp"),
-    "example_multi_turn_gymnasium": ("later", "a Gymnasium-style example game"),
     "false_statement_judge": ("later", _JUDGE),
     "finance_agent_v2": ("unsupported", _WEB + " (web search and SEC EDGAR)"),
     "finance_sec_search": ("unsupported", _WEB + " (Tavily search)"),

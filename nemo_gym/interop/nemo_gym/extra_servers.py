@@ -33,6 +33,14 @@ def _counter(row: Row, server: str) -> Task:
     )
 
 
+def _follow_ups(row: Row, server: str) -> Task:
+    from nemo_gym.envs.knowledge.follow_ups import follow_ups
+
+    return _task(
+        row, server, answer=row.require("expected_answer", str), follow_ups=follow_ups(row)
+    )
+
+
 EXTRA_SERVERS: list[Server] = [
     Server(
         "single_step_tool_use_with_argument_comparison",
@@ -44,4 +52,5 @@ EXTRA_SERVERS: list[Server] = [
     ),
     Server("math_advanced_calculations", "multiverse_math", _multiverse_math),
     Server("example_session_state_mgmt", "counter", _counter),
+    Server("example_multi_turn_gymnasium", "follow_ups", _follow_ups, episodes=True),
 ]
