@@ -119,6 +119,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "multiverse_math": "nemo_gym.envs.tools.multiverse_math:MultiverseMath",
         "counter": "nemo_gym.envs.tools.counter:Counter",
         "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
+        "weather_report": "nemo_gym.envs.tools.weather_report:WeatherReport",
         "retail": "nemo_gym.envs.agents.retail:Retail",
         "airline": "nemo_gym.envs.agents.airline:Airline",
         "calendar": "nemo_gym.envs.agents.calendar:Calendar",

@@ -257,6 +257,15 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
                 f"settling on nothing in particular: 7, 13, 42, {answer}."
             ),
         ]
+    if server == "example_mcp_weather":
+        city = md["expected_city"]
+        said = f"The weather in {city.upper()} is sunny and 72 F."
+        out["upper_case"] = [_call("get_weather", {"city": city.upper()}), Message.assistant(said)]
+        out["other_city"] = [
+            _call("get_weather", {"city": "Atlantis"}),
+            Message.assistant(f"The weather in {city} is sunny and 72 F."),
+        ]
+        out["called_only"] = [_call("get_weather", {"city": city}), Message.assistant("Done.")]
     if server == "example_session_state_mgmt":
         gap = md["expected_count"] - md["initial_count"]
         # Reading the counter and adding in two steps, one count as a float NeMo Gym takes.

@@ -71,7 +71,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "denovo_swe": ("issue 23", _SWE),
     "ether0": ("later", "molecule answers scored with ether0's RDKit rewards"),
     "evalplus": ("later", _SANDBOX + " (EvalPlus's plus inputs)"),
-    "example_mcp_weather": ("later", "an MCP tool server; through nemo_gym.interop.mcp"),
     "false_statement_judge": ("later", _JUDGE),
     "finance_agent_v2": ("unsupported", _WEB + " (web search and SEC EDGAR)"),
     "finance_sec_search": ("unsupported", _WEB + " (Tavily search)"),

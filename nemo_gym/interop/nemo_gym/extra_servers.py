@@ -41,6 +41,12 @@ def _follow_ups(row: Row, server: str) -> Task:
     )
 
 
+def _weather_report(row: Row, server: str) -> Task:
+    from nemo_gym.envs.tools.weather_report import expected_city
+
+    return _task(row, server, expected_city=expected_city(row))
+
+
 EXTRA_SERVERS: list[Server] = [
     Server(
         "single_step_tool_use_with_argument_comparison",
@@ -53,4 +59,5 @@ EXTRA_SERVERS: list[Server] = [
     Server("math_advanced_calculations", "multiverse_math", _multiverse_math),
     Server("example_session_state_mgmt", "counter", _counter),
     Server("example_multi_turn_gymnasium", "follow_ups", _follow_ups, episodes=True),
+    Server("example_mcp_weather", "weather_report", _weather_report),
 ]
