@@ -70,12 +70,12 @@ class FollowUps(DatasetEnv):
         super().__init__(verify_last_answer, path=path, tasks=tasks, harness=MultiStep())
 
     def task_from_row(self, row: Row, split: str) -> Task:
-        from nemo_gym.interop.nemo_gym.wire import messages_from_input
+        from nemo_gym.interop.nemo_gym.wire import prompt_of
 
-        params = row.require("responses_create_params", dict)
+        messages, _ = prompt_of(row)
         return Task(
             id=self.task_id(row, split, "id"),
-            messages=messages_from_input(params.get("input"), f"{row.where}: input"),
+            messages=messages,
             answer=row.require("expected_answer", str),
             metadata={"follow_ups": follow_ups(row)},
         )

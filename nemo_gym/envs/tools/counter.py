@@ -102,14 +102,14 @@ class Counter(DatasetEnv):
         self.max_turns = max_turns
 
     def task_from_row(self, row: Row, split: str) -> Task:
-        from nemo_gym.interop.nemo_gym.wire import messages_from_input, tools_from_params
+        from nemo_gym.interop.nemo_gym.wire import prompt_of
 
-        params = row.require("responses_create_params", dict)
+        messages, tools = prompt_of(row)
         return Task(
             id=self.task_id(row, split, "id"),
-            messages=messages_from_input(params.get("input"), f"{row.where}: input"),
+            messages=messages,
             metadata={
-                "tools": tools_from_params(params) or list(_DEFAULT_TOOLS),
+                "tools": tools or list(_DEFAULT_TOOLS),
                 "initial_count": row.require("initial_count", int),
                 "expected_count": row.require("expected_count", int),
             },

@@ -122,13 +122,13 @@ class MultiverseMath(DatasetEnv):
         self.max_turns = max_turns
 
     def task_from_row(self, row: Row, split: str) -> Task:
-        from nemo_gym.interop.nemo_gym.wire import messages_from_input, tools_from_params
+        from nemo_gym.interop.nemo_gym.wire import prompt_of
 
-        params = row.require("responses_create_params", dict)
+        messages, tools = prompt_of(row)
         return Task(
             id=self.task_id(row, split, "id"),
-            messages=messages_from_input(params.get("input"), f"{row.where}: input"),
-            metadata={"tools": tools_from_params(params), "ground_truth": ground_truth(row)},
+            messages=messages,
+            metadata={"tools": tools, "ground_truth": ground_truth(row)},
         )
 
     async def open(self, task: Task) -> BasicEpisode:

@@ -33,7 +33,7 @@ from nemo_gym.harnesses import ToolLoop
 from nemo_gym.limits import loads_json
 from nemo_gym.records import Message, Rewards, Task, ToolCall, Trajectory
 
-__all__ = ["NextAction", "NextActionMatch"]
+__all__ = ["NextAction", "NextActionMatch", "expected_action"]
 
 ParallelMode = Literal["binary_strict", "fractional", "f1"]
 _MODES = ("binary_strict", "fractional", "f1")
@@ -241,16 +241,14 @@ class NextAction(DatasetEnv):
         )
 
     def task_from_row(self, row: Row, split: str) -> Task:
-        from nemo_gym.interop.nemo_gym.wire import messages_from_input, tools_from_params
+        from nemo_gym.interop.nemo_gym.wire import prompt_of
 
-        params = row.require("responses_create_params", dict)
-        action = row.require("expected_action", dict)
-        if action.get("type") not in ("message", "function_call", "function_call_batch"):
-            raise row.bad("expected_action", "type must be message, function_call or batch")
+        messages, tools = prompt_of(row)
+        action = expected_action(row)
         return Task(
             id=self.task_id(row, split, "id", "uuid"),
-            messages=messages_from_input(params.get("input"), f"{row.where}: input"),
-            metadata={"tools": tools_from_params(params), "expected_action": action},
+            messages=messages,
+            metadata={"tools": tools, "expected_action": action},
         )
 
     async def open(self, task: Task) -> BasicEpisode:
@@ -276,3 +274,11 @@ class NextAction(DatasetEnv):
                 Message.assistant(tool_calls=(ToolCall(id="call_0", name=name, arguments="{}"),))
             ]
         return [Message.assistant("Could you tell me more?")]
+
+
+def expected_action(row: Row) -> dict[str, Any]:
+    """A row's `expected_action`: a message, a function call or a batch of them."""
+    action = row.require("expected_action", dict)
+    if action.get("type") not in ("message", "function_call", "function_call_batch"):
+        raise row.bad("expected_action", "type must be message, function_call or batch")
+    return dict(action)

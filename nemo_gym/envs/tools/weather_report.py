@@ -84,12 +84,12 @@ class WeatherReport(DatasetEnv):
         super().__init__(verify_report, path=path, tasks=tasks, harness=ToolLoop(max_turns=5))
 
     def task_from_row(self, row: Row, split: str) -> Task:
-        from nemo_gym.interop.nemo_gym.wire import messages_from_input
+        from nemo_gym.interop.nemo_gym.wire import prompt_of
 
-        params = row.require("responses_create_params", dict)
+        messages, _ = prompt_of(row)
         return Task(
             id=self.task_id(row, split, "id"),
-            messages=messages_from_input(params.get("input"), f"{row.where}: input"),
+            messages=messages,
             metadata={"expected_city": expected_city(row)},
         )
 

@@ -12,10 +12,9 @@ __all__ = ["EXTRA_SERVERS"]
 
 
 def _next_action(row: Row, server: str) -> Task:
-    action = row.require("expected_action", dict)
-    if action.get("type") not in ("message", "function_call", "function_call_batch"):
-        raise row.bad("expected_action", "type must be message, function_call or batch")
-    return _task(row, server, expected_action=action)
+    from nemo_gym.envs.tools.next_action import expected_action
+
+    return _task(row, server, expected_action=expected_action(row))
 
 
 def _multiverse_math(row: Row, server: str) -> Task:
