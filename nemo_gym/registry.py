@@ -115,6 +115,11 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "function_calling": "nemo_gym.envs.tools.function_calling:FunctionCalling",
         "tool_multireward": "nemo_gym.envs.tools.tool_multireward:ToolMultiReward",
         "tool_chain": "nemo_gym.envs.tools.tool_chain:ToolChain",
+        "next_action": "nemo_gym.envs.tools.next_action:NextAction",
+        "multiverse_math": "nemo_gym.envs.tools.multiverse_math:MultiverseMath",
+        "counter": "nemo_gym.envs.tools.counter:Counter",
+        "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
+        "weather_report": "nemo_gym.envs.tools.weather_report:WeatherReport",
         "retail": "nemo_gym.envs.agents.retail:Retail",
         "airline": "nemo_gym.envs.agents.airline:Airline",
         "calendar": "nemo_gym.envs.agents.calendar:Calendar",
@@ -212,7 +217,10 @@ Source = Literal["registered", "builtin", "local", "plugin"]
 # Built-in families: `prefix<member>` names, each built by `factory(member)(**options)`
 # (`reasoning_gym/leg_counting`). They resolve as built-ins and are not listed one by one.
 _FAMILIES: dict[Kind, dict[str, str]] = {
-    "env": {"reasoning_gym/": "nemo_gym.envs.reasoning.reasoning_gym:for_dataset"},
+    "env": {
+        "reasoning_gym/": "nemo_gym.envs.reasoning.reasoning_gym:for_dataset",
+        "nemo_gym/": "nemo_gym.interop.nemo_gym:for_server",
+    },
 }
 Factory = Callable[..., Any]
 

@@ -9,7 +9,9 @@ and answers {"reward": the summed step rewards, "observations": [...], "steps": 
 Each server's app is imported from the wheel's `resources_servers/<server>/app.py`, its
 server class built with a minimal config (no judge: `should_use_judge=False`), and
 `verify` awaited on the row plus the response, exactly as NeMo Gym's HTTP endpoint would
-call it.
+call it. A stateful server (one whose `verify` reads the request's session) is driven as
+NeMo Gym's simple agent drives it: `seed_session`, each function call through its
+handler, then `verify`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ OVERRIDES = {
     "wmt_translation": {"compute_comet": False, "language_consistency_backend": None},
 }
 OVERRIDES["polymath"] = OVERRIDES["math_with_judge"]
+# Its configs/single_step_tool_use_with_argument_comparison.yaml.
+OVERRIDES["single_step_tool_use_with_argument_comparison"] = {
+    "tool_call_comparator_config": {"word_count_similarity_threshold": 0.1}
+}
 
 
 def _server(name: str):  # type: ignore[no-untyped-def]
@@ -64,6 +70,10 @@ def _server(name: str):  # type: ignore[no-untyped-def]
         object.__setattr__(server, "_score_sentence_spbleu", lambda *args, **kwargs: 0.0)
     request_cls = typing.get_type_hints(cls.verify)["body"]
     return server, request_cls
+
+
+def _stateful(server) -> bool:  # type: ignore[no-untyped-def]
+    return "request" in inspect.signature(server.verify).parameters
 
 
 def _wordle_guesses(folder: Path) -> None:
@@ -97,6 +107,45 @@ async def _episode(server, row: dict, steps: list[dict]) -> dict:  # type: ignor
     return {"reward": total, "observations": observations, "steps": taken}
 
 
+class _Request:
+    """What a stateful server's handlers read of the HTTP request: its session (a new one
+    per case, as each rollout of NeMo Gym's agent gets its own)."""
+
+    def __init__(self) -> None:
+        import uuid
+
+        from nemo_gym.server_utils import SESSION_ID_KEY
+
+        self.session = {SESSION_ID_KEY: uuid.uuid4().hex}
+
+
+async def _session(server, request_cls, row: dict, response: dict) -> dict:  # type: ignore[no-untyped-def]
+    """A stateful server (its `verify` reads the request's session), as NeMo Gym's simple
+    agent drives it: `seed_session` on the row, each function call of the response posted
+    to the server's handler of that name, in order, then `verify`, in one session."""
+    from pydantic import ValidationError
+
+    request = _Request()
+    seed_cls = typing.get_type_hints(server.seed_session)["body"]
+    await server.seed_session(request, seed_cls.model_validate(row))
+    for item in response["output"]:
+        if item["type"] != "function_call":
+            continue
+        handler = getattr(server, item["name"])
+        hints = {k: v for k, v in typing.get_type_hints(handler).items() if k != "return"}
+        if "body" in hints:
+            try:
+                body = hints["body"].model_validate_json(item["arguments"])
+            except ValidationError:
+                continue  # FastAPI answers 422; the agent shows the error, nothing changes
+            await handler(request, body)
+        else:
+            await handler(request)
+    body = request_cls.model_validate({**row, "response": response})
+    result = await server.verify(request, body)
+    return {"reward": float(result.reward)}
+
+
 async def main() -> None:
     out, sys.stdout = sys.stdout, sys.stderr  # the servers print; only results go to stdout
     cache: dict[str, tuple] = {}
@@ -108,6 +157,10 @@ async def main() -> None:
             server, request_cls = cache[case["server"]]
             if "steps" in case:
                 found = await _episode(server, case["row"], case["steps"])
+                print(json.dumps(found), file=out, flush=True)
+                continue
+            if _stateful(server):
+                found = await _session(server, request_cls, case["row"], case["response"])
                 print(json.dumps(found), file=out, flush=True)
                 continue
             body = request_cls.model_validate({**case["row"], "response": case["response"]})

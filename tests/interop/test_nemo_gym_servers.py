@@ -80,6 +80,21 @@ DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
         "'all lowercase words should appear at most N times' bounds each word, not their total",
     ),
     ("structeval", "wrong", "structeval-1"): (0.0, 0.2, "one line of prose is not a CSV document"),
+    ("example_multi_turn_gymnasium", "in_word", "*"): (
+        0.0,
+        1.0,
+        "the answer inside a longer word is not the answer",
+    ),
+    ("example_multi_turn_gymnasium", "late_in_long_reply", "*"): (
+        0.0,
+        1.0,
+        "a long reply that names the answer last among candidates does not name it",
+    ),
+    ("single_step_tool_use_with_argument_comparison", "extra_call", "*"): (
+        0.0,
+        1.0,
+        "the expected call plus a guess is not the expected action",
+    ),
 }
 
 # (server, reply) -> (the error NeMo Gym's server raises, why): replies NeMo Gym refuses
@@ -223,6 +238,81 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         ]
         out["penalised_win"] = [*calls, Message.assistant("Solved.")]
         out["stops_early"] = [_call("submit_guess", {"guess": guess}), Message.assistant("Bye.")]
+    if server == "single_step_tool_use_with_argument_comparison":
+        out.update(next_action_variants(env, task))
+    if server == "example_multi_turn_gymnasium":
+        before = [Message.assistant("Noted.") for _ in md["follow_ups"]]
+        answer = str(task.answer)
+        out["upper_case"] = [*before, Message.assistant(f"It is {answer.upper()}.")]
+        out["answered_too_soon"] = [
+            Message.assistant(f"{answer}!"),
+            *before[1:],
+            Message.assistant("I am not sure."),
+        ]
+        out["in_word"] = [*before, Message.assistant(f"Maybe pre{answer}.")]
+        out["late_in_long_reply"] = [
+            *before,
+            Message.assistant(
+                "Here are several candidates I considered, one after another, before "
+                f"settling on nothing in particular: 7, 13, 42, {answer}."
+            ),
+        ]
+    if server == "example_mcp_weather":
+        city = md["expected_city"]
+        said = f"The weather in {city.upper()} is sunny and 72 F."
+        out["upper_case"] = [_call("get_weather", {"city": city.upper()}), Message.assistant(said)]
+        out["other_city"] = [
+            _call("get_weather", {"city": "Atlantis"}),
+            Message.assistant(f"The weather in {city} is sunny and 72 F."),
+        ]
+        out["called_only"] = [_call("get_weather", {"city": city}), Message.assistant("Done.")]
+    if server == "example_session_state_mgmt":
+        gap = md["expected_count"] - md["initial_count"]
+        # Reading the counter and adding in two steps, one count as a float NeMo Gym takes.
+        out["two_steps"] = [
+            _call("get_counter_value", {}),
+            _call("increment_counter", {"count": gap - 1}),
+            _call("increment_counter", {"count": 1.0}),
+            Message.assistant(f"The count is {md['expected_count']}."),
+        ]
+        out["overshoot"] = [
+            _call("increment_counter", {"count": gap + 1}),
+            Message.assistant(f"The count is {md['expected_count']}."),
+        ]
+        # A count that is not an integer is refused: the counter does not move.
+        out["fraction"] = [
+            _call("increment_counter", {"count": 0.5}),
+            _call("increment_counter", {"count": gap}),
+            Message.assistant("Done."),
+        ]
+    if server == "math_advanced_calculations":
+        gold = md["ground_truth"]
+        echo = env.oracle(task)[0].tool_calls
+        # A failing call (log of a negative number) is an error among the results, no more.
+        failing = ToolCall(id="call_bad", name="log", arguments='{"a": -1.0, "base": 2.0}')
+        out["with_error"] = [
+            Message.assistant(tool_calls=(failing, *echo)),
+            Message.assistant("ok"),
+        ]
+        # Our arithmetic on the gold (add 0 here is the gold plus 1.2): not the gold.
+        out["own_arithmetic"] = [
+            _call("add", {"a": gold[0], "b": 0}),
+            *([Message.assistant(tool_calls=echo[1:])] if len(echo) > 1 else []),
+            Message.assistant("ok"),
+        ]
+        if task.id == "math_advanced_calculations-2":  # 4.0 ** 6.0 / pi, with the tools
+            out["computed"] = [
+                Message.assistant(
+                    tool_calls=(
+                        ToolCall(id="p", name="power", arguments='{"a": 4.0, "b": 6.0}'),
+                        ToolCall(id="e", name="pi", arguments="{}"),
+                    )
+                ),
+                _call("divide", {"a": 65536.0, "b": 2.718281828459045}),
+                Message.assistant("About 12054.67."),
+            ]
+        if len(echo) > 1:
+            out["some_values"] = [Message.assistant(tool_calls=echo[:-1]), Message.assistant("ok")]
     if server == "instruction_following":
         follows, breaks = IF_REPLIES[task.id]
         out["follows"], out["breaks"] = [Message.assistant(follows)], [Message.assistant(breaks)]
@@ -234,6 +324,70 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
                     "* Filter early\n* Check the plan\n***\nThese steps speed up queries."
                 )
             ]
+    return out
+
+
+def _reworded(value: Any) -> Any:
+    """Arguments as a model might write them: longer strings' words reordered and cased."""
+    if isinstance(value, dict):
+        return {k: _reworded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_reworded(v) for v in value]
+    if isinstance(value, str) and len(value.split()) >= 2:
+        return " ".join(reversed(value.upper().split()))
+    return value
+
+
+def next_action_variants(env: Any, task: Task) -> dict[str, list[Message]]:
+    action = task.metadata["expected_action"]
+    if action["type"] == "message":
+        return {"short_message": [Message.assistant("OK.")]}
+    calls = env.oracle(task)[0].tool_calls
+    first = calls[0]
+    arguments = json.loads(first.arguments)
+    out = {
+        "reworded": [
+            Message.assistant(
+                tool_calls=tuple(
+                    c.model_copy(
+                        update={"arguments": json.dumps(_reworded(json.loads(c.arguments)))}
+                    )
+                    for c in calls
+                )
+            )
+        ],
+        "text_and_call": [Message.assistant("Let me do that.", tool_calls=calls)],
+        "extra_call": [
+            Message.assistant(
+                tool_calls=(*calls, ToolCall(id="call_x", name=first.name, arguments="{}"))
+            )
+        ],
+        "not_json": [
+            Message.assistant(tool_calls=(first.model_copy(update={"arguments": "{oops"}),))
+        ],
+    }
+    if arguments:
+        key = next(iter(arguments))
+        out["missing_key"] = [
+            Message.assistant(
+                tool_calls=(
+                    first.model_copy(
+                        update={
+                            "arguments": json.dumps(
+                                {k: v for k, v in arguments.items() if k != key}
+                            )
+                        }
+                    ),
+                )
+            )
+        ]
+        out["other_value"] = [
+            Message.assistant(
+                tool_calls=(
+                    first.model_copy(update={"arguments": json.dumps({**arguments, key: "zzz"})}),
+                )
+            )
+        ]
     return out
 
 
@@ -675,3 +829,50 @@ def test_grl_sokoban_boards_match_nemo_gyms_generator() -> None:
         random.setstate(state_before[0])
         np.random.set_state(state_before[1])
     assert compared >= 35
+
+
+def test_gym_eval_run_takes_nemo_gym_rows_and_they_convert_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gym eval run nemo_gym/<server> --env-option source=rows.jsonl` runs a server's rows
+    unchanged; the run's rollouts become NeMo Gym result rows, and it re-verifies from
+    run.json alone."""
+    from nemo_gym.cli.main import main
+
+    rows = DATA / "mcqa.jsonl"
+    source = [json.loads(line) for line in rows.read_text().splitlines()]
+    letter = str(source[0]["expected_answer"]).strip().upper()
+    run = tmp_path / "run"
+    argv = [
+        "eval",
+        "run",
+        "nemo_gym/mcqa",
+        "--env-option",
+        f"source={rows}",
+        "--model",
+        "scripted",
+        "--model-option",
+        "replies=" + json.dumps([f"\\boxed{{{letter}}}"]),
+        "--model-option",
+        "cycle=true",
+        "--output",
+        str(run),
+    ]
+    assert main(argv) == 0, capsys.readouterr().err
+    converted = list(ng.to_rows(gym.read_rollouts(run)))
+    assert sorted(r["_nemo_gym_task_id"] for r in converted) == [
+        f"mcqa-{i}" for i in range(len(source))
+    ]
+    by_id = {r["_nemo_gym_task_id"]: r for r in converted}
+    for index, row in enumerate(source):
+        got = by_id[f"mcqa-{index}"]
+        assert {k: got[k] for k in row} == row  # the row unchanged, the result added
+        right = str(row["expected_answer"]).strip().upper() == letter
+        assert got["reward"] == (1.0 if right else 0.0), index
+        assert got["response"]["output"][0]["content"][0]["text"] == f"\\boxed{{{letter}}}"
+    assert main(["eval", "reverify", str(run)]) == 0
+    again = {r.task_id: r.reward for r in gym.read_rollouts(run / "reverified")}
+    assert again == {k: r["reward"] for k, r in by_id.items()}
+    capsys.readouterr()
+    with pytest.raises(gym.errors.ConfigError, match="unsupported NeMo Gym server 'nope'"):
+        gym.make("nemo_gym/nope", source=str(rows))

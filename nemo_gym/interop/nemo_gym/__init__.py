@@ -9,6 +9,9 @@ result = await gym.collect(env, model, output="runs/mcqa")
 rows = list(ng.to_rows(result.rollouts))       # NeMo Gym result rows
 ```
 
+From the command line, `nemo_gym/<server>` is the environment of that server's rows:
+`gym eval run nemo_gym/mcqa --env-option source=rows.jsonl --model ...`.
+
 `SERVERS` names every supported server and the environment that scores it (see
 docs/coming-from-nemo-gym.md for what differs from NeMo Gym's own verifier, and why);
 `COVERAGE` every one of NeMo Gym 0.7.0's 145 servers, with its status here and why.
@@ -16,7 +19,8 @@ docs/coming-from-nemo-gym.md for what differs from NeMo Gym's own verifier, and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,7 @@ __all__ = [
     "Coverage",
     "Server",
     "coverage_markdown",
+    "for_server",
     "load",
     "messages_from_input",
     "response_from_trajectory",
@@ -83,6 +88,17 @@ def load(
     env = env.with_tasks(tasks)  # type: ignore[attr-defined]
     env.harness = _plain(env.harness)
     return env
+
+
+def for_server(server: str) -> Callable[..., Environment]:
+    """The factory behind `nemo_gym/<server>` names: `load` for that server, so
+    `gym eval run nemo_gym/<server> --env-option source=rows.jsonl` runs NeMo Gym rows."""
+    if server not in SERVERS:
+        raise ConfigError(
+            f"nemo_gym/{server}: unsupported NeMo Gym server {server!r}; supported: "
+            f"{', '.join(sorted(SERVERS))}"
+        )
+    return functools.partial(load, server=server)
 
 
 def _opening(rollout: Rollout) -> int:

@@ -44,7 +44,7 @@ _SWE_ROWS = (
 _VISION = "vision model input (images or screenshots)"
 _WEB = "a paid web API with no offline path"
 
-# The 110 servers not in SERVERS, as (status, reason).
+# The servers not in SERVERS, as (status, reason).
 _OTHERS: dict[str, tuple[Status, str]] = {
     "aalcr": ("later", _JUDGE),
     "abstention": ("later", _JUDGE + " (three-tier abstention reward)"),
@@ -52,7 +52,11 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "agentif": ("later", _JUDGE + " (per-constraint checks)"),
     "arena": ("later", _JUDGE + " (pairwise against a stored baseline)"),
     "arena_judge": ("later", _JUDGE + " (two calls, swapped order)"),
-    "asr_with_pc": ("later", "scores transcripts as text (WER with punctuation and case)"),
+    "asr_with_pc": (
+        "unsupported",
+        "audio model input: the clip is the prompt (`responses_create_params.metadata."
+        "audio_data`), and our model adapters send text; only its WER scoring is text",
+    ),
     "assaybench": ("later", "text scoring of gene lists against the row's screen hits"),
     "aviary": ("later", "Aviary's environments, each a stateful tool world to port"),
     "bbq": ("later", _JUDGE),
@@ -71,9 +75,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "denovo_swe": ("issue 23", _SWE),
     "ether0": ("later", "molecule answers scored with ether0's RDKit rewards"),
     "evalplus": ("later", _SANDBOX + " (EvalPlus's plus inputs)"),
-    "example_mcp_weather": ("later", "an MCP tool server; through nemo_gym.interop.mcp"),
-    "example_multi_turn_gymnasium": ("later", "a Gymnasium-style example game"),
-    "example_session_state_mgmt": ("later", "a stateful tool example"),
     "false_statement_judge": ("later", _JUDGE),
     "finance_agent_v2": ("unsupported", _WEB + " (web search and SEC EDGAR)"),
     "finance_sec_search": ("unsupported", _WEB + " (Tavily search)"),
@@ -101,7 +102,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "litmus_agent": ("later", "schema-typed answer extraction, to port"),
     "longmemeval": ("later", _JUDGE),
     "longmt_eval": ("later", "SEGALE document alignment and its metrics, to port"),
-    "math_advanced_calculations": ("later", "a multi-step calculator tool world"),
     "math_formal_lean": ("later", _SANDBOX + " (a Lean 4 and Mathlib image)"),
     "math_proof_judgement": ("later", "a `Judgement: Yes/No` compared with the row's label"),
     "math_with_autograder": ("later", _JUDGE + " (after math-verify)"),
@@ -132,7 +132,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "scicodepile": ("later", _SANDBOX),
     "sec_local_index": ("unsupported", "not a server: a library other servers import"),
     "simpleqa": ("later", _JUDGE + " (CORRECT / INCORRECT / NOT_ATTEMPTED)"),
-    "single_step_tool_use_with_argument_comparison": ("later", "one action compared, to port"),
     "speed_bench": ("unsupported", "measures a vLLM server's decoding throughput, not a reply"),
     "spider2_lite": ("later", "Spider 2.0-Lite's local SQLite databases and gold results"),
     "swe_next": ("issue 23", _SWE),

@@ -19,7 +19,7 @@ from typing import Any
 
 from nemo_gym.envs.rows import Row, read_rows
 from nemo_gym.errors import ConfigError
-from nemo_gym.interop.nemo_gym.wire import messages_from_input, tools_from_params
+from nemo_gym.interop.nemo_gym.wire import prompt_of
 from nemo_gym.records import Task
 
 __all__ = ["SERVERS", "Server"]
@@ -44,16 +44,8 @@ class Server:
     the comparison replays whole episodes, not one `verify` call."""
 
 
-def _params(row: Row) -> Mapping[str, Any]:
-    return row.require("responses_create_params", dict)
-
-
 def _task(row: Row, server: str, *, answer: Any = None, **metadata: Any) -> Task:
-    params = _params(row)
-    messages = messages_from_input(
-        params.get("input"), f"{row.where}: responses_create_params.input"
-    )
-    tools = tools_from_params(params)
+    messages, tools = prompt_of(row)
     extra = {"tools": tools} if tools and "tools" not in metadata else {}
     return Task(
         id=f"{server}-{row.index}",
@@ -488,7 +480,10 @@ _SERVERS = [
     ),
 ]
 
-SERVERS: Mapping[str, Server] = {s.name: s for s in _SERVERS}
+# The second round's servers live in their own module, which imports `Server` and `_task`.
+from nemo_gym.interop.nemo_gym.extra_servers import EXTRA_SERVERS  # noqa: E402
+
+SERVERS: Mapping[str, Server] = {s.name: s for s in [*_SERVERS, *EXTRA_SERVERS]}
 """Every supported NeMo Gym server by name; `.env` is the built-in environment it runs."""
 
 

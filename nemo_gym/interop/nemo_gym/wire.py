@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nemo_gym.errors import ConfigError
 from nemo_gym.records import Message, ToolCall, Trajectory
 
-__all__ = ["messages_from_input", "response_from_trajectory", "tools_from_params"]
+if TYPE_CHECKING:
+    from nemo_gym.envs.rows import Row
+
+__all__ = ["messages_from_input", "prompt_of", "response_from_trajectory", "tools_from_params"]
 
 _ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
 
@@ -100,6 +103,13 @@ def tools_from_params(params: Mapping[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return tools
+
+
+def prompt_of(row: Row) -> tuple[tuple[Message, ...], list[dict[str, Any]]]:
+    """The messages and function tools of a NeMo Gym row's `responses_create_params`."""
+    params = row.require("responses_create_params", dict)
+    where = f"{row.where}: responses_create_params.input"
+    return messages_from_input(params.get("input"), where), tools_from_params(params)
 
 
 def _output_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
