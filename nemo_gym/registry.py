@@ -206,7 +206,10 @@ Source = Literal["registered", "builtin", "local", "plugin"]
 # Built-in families: `prefix<member>` names, each built by `factory(member)(**options)`
 # (`reasoning_gym/leg_counting`). They resolve as built-ins and are not listed one by one.
 _FAMILIES: dict[Kind, dict[str, str]] = {
-    "env": {"reasoning_gym/": "nemo_gym.envs.reasoning.reasoning_gym:for_dataset"},
+    "env": {
+        "reasoning_gym/": "nemo_gym.envs.reasoning.reasoning_gym:for_dataset",
+        "nemo_gym/": "nemo_gym.interop.nemo_gym.judged:for_server",
+    },
 }
 Factory = Callable[..., Any]
 

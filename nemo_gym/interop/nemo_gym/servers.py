@@ -19,6 +19,7 @@ from typing import Any
 
 from nemo_gym.envs.rows import Row, read_rows
 from nemo_gym.errors import ConfigError
+from nemo_gym.interop.nemo_gym.judged import PROTOCOLS, judged_requires, judged_task
 from nemo_gym.interop.nemo_gym.wire import messages_from_input, tools_from_params
 from nemo_gym.records import Task
 
@@ -486,6 +487,7 @@ _SERVERS = [
     Server(
         "equivalence_llm_judge", "answer_equivalence", _equivalence, requires=_JUDGE, compared=False
     ),
+    *(Server(n, f"nemo_gym/{n}", judged_task, requires=judged_requires(n)) for n in PROTOCOLS),
 ]
 
 SERVERS: Mapping[str, Server] = {s.name: s for s in _SERVERS}
