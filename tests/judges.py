@@ -30,3 +30,15 @@ def _rule(request: ModelRequest) -> str:
 def keyword_judge() -> ScriptedModel:
     """A `Model` that judges like the test expects: comply/refuse keywords, reference text."""
     return ScriptedModel(_rule)
+
+
+def nemo_gym_judge(server: str) -> ScriptedModel:
+    """The comparison's scripted judge for a NeMo Gym judge-based server (see
+    tests/interop/nemo_gym_judge.py): the same replies NeMo Gym's server gets."""
+    from interop.nemo_gym_judge import reply
+
+    return ScriptedModel(
+        lambda request: reply(
+            server, [{"role": m.role, "content": m.content or ""} for m in request.messages]
+        )
+    )

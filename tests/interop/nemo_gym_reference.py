@@ -12,6 +12,10 @@ server class built with a minimal config (no judge: `should_use_judge=False`), a
 call it. A stateful server (one whose `verify` reads the request's session) is driven as
 NeMo Gym's simple agent drives it: `seed_session`, each function call through its
 handler, then `verify`.
+A case with "judge": true is a judge-based server's: its config names a judge
+model server, and its judge HTTP calls are answered by the scripted judge of
+`nemo_gym_judge.py` (the one our side uses), the prompts it sent returned as
+"judge_prompts" beside the reward.
 """
 
 from __future__ import annotations
@@ -42,7 +46,87 @@ OVERRIDES["single_step_tool_use_with_argument_comparison"] = {
 }
 
 
-def _server(name: str):  # type: ignore[no-untyped-def]
+def _judge_config(config_cls) -> dict:  # type: ignore[no-untyped-def]
+    """A judge-based server's required judge settings: a judge model server by name (its
+    calls never leave this process, see `_scripted_judge`) and empty request params."""
+    fields = config_cls.model_fields
+    found: dict = {}
+    if "judge_model_server" in fields:
+        found["judge_model_server"] = {"type": "responses_api_models", "name": "judge"}
+    if "judge_responses_create_params" in fields:
+        found["judge_responses_create_params"] = {"input": []}
+    if "judge_chat_completions_create_params" in fields:
+        found["judge_chat_completions_create_params"] = {"messages": []}
+    if "judge_responses_create_params_overrides" in fields:
+        found["judge_responses_create_params_overrides"] = {}
+    return found
+
+
+class _Reply:
+    """What NeMo Gym's `raise_for_status` and `get_response_json` read of an HTTP reply."""
+
+    ok = True
+
+    def __init__(self, payload: dict) -> None:
+        self._body = json.dumps(payload).encode()
+
+    async def read(self) -> bytes:
+        return self._body
+
+
+def _scripted_judge(server, name: str, prompts: list) -> None:  # type: ignore[no-untyped-def]
+    """Answer the server's judge calls (`server_client.post`) with the scripted judge."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from nemo_gym_judge import reply
+
+    async def post(server_name: str, url_path: str, json: object = None, **kwargs: object):  # type: ignore[no-untyped-def]
+        body = json.model_dump(mode="json") if hasattr(json, "model_dump") else json
+        messages = body.get("input") or body.get("messages") or []
+        messages = [m.model_dump() if hasattr(m, "model_dump") else dict(m) for m in messages]
+        prompts.append([{"role": m["role"], "content": m["content"]} for m in messages])
+        text = reply(name, messages)
+        if url_path.endswith("/chat/completions"):
+            return _Reply(
+                {
+                    "id": "chat-judge",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": "judge",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": text},
+                        }
+                    ],
+                }
+            )
+        return _Reply(
+            {
+                "id": "resp-judge",
+                "object": "response",
+                "created_at": 0,
+                "model": "judge",
+                "parallel_tool_calls": False,
+                "tool_choice": "auto",
+                "tools": [],
+                "output": [
+                    {
+                        "id": "msg-judge",
+                        "type": "message",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}],
+                    }
+                ],
+            }
+        )
+
+    object.__setattr__(server, "server_client", MagicMock())
+    server.server_client.post = post
+
+
+def _server(name: str, judge: bool = False):  # type: ignore[no-untyped-def]
     import resources_servers
     from nemo_gym.server_utils import ServerClient
 
@@ -60,7 +144,8 @@ def _server(name: str):  # type: ignore[no-untyped-def]
     ]
     cls = classes[-1]
     config_cls = typing.get_type_hints(cls)["config"]
-    config = config_cls(**CONFIG, **OVERRIDES.get(name, {}))
+    judged = _judge_config(config_cls) if judge else {}
+    config = config_cls(**CONFIG, **{**judged, **OVERRIDES.get(name, {})})
     server = cls(config=config, server_client=MagicMock(spec=ServerClient))
     if name == "wordle":
         _wordle_guesses(folder)
@@ -149,12 +234,16 @@ async def _session(server, request_cls, row: dict, response: dict) -> dict:  # t
 async def main() -> None:
     out, sys.stdout = sys.stdout, sys.stderr  # the servers print; only results go to stdout
     cache: dict[str, tuple] = {}
+    prompts: list = []
     for line in sys.stdin:
         case = json.loads(line)
         try:
             if case["server"] not in cache:
-                cache[case["server"]] = _server(case["server"])
+                cache[case["server"]] = _server(case["server"], bool(case.get("judge")))
+                if case.get("judge"):
+                    _scripted_judge(cache[case["server"]][0], case["server"], prompts)
             server, request_cls = cache[case["server"]]
+            prompts.clear()
             if "steps" in case:
                 found = await _episode(server, case["row"], case["steps"])
                 print(json.dumps(found), file=out, flush=True)
@@ -165,9 +254,15 @@ async def main() -> None:
                 continue
             body = request_cls.model_validate({**case["row"], "response": case["response"]})
             result = await server.verify(body)
-            print(json.dumps({"reward": float(result.reward)}), file=out, flush=True)
+            found = {"reward": float(result.reward)}
+            if case.get("judge"):
+                found["judge_prompts"] = list(prompts)
+            print(json.dumps(found), file=out, flush=True)
         except Exception as exc:  # reported per case, the run goes on
-            print(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:500]}), file=out, flush=True)
+            failed = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            if case.get("judge"):
+                failed["judge_prompts"] = list(prompts)
+            print(json.dumps(failed), file=out, flush=True)
 
 
 if __name__ == "__main__":

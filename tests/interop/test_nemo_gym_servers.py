@@ -13,6 +13,7 @@ under $NEMO_GYM_REFERENCE_PYTHON, default the venv the script below builds,
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -22,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from judges import keyword_judge
+from judges import keyword_judge, nemo_gym_judge
 
 import nemo_gym as gym
 from nemo_gym.interop import nemo_gym as ng
+from nemo_gym.interop.nemo_gym.judged import PROTOCOLS
 from nemo_gym.records import Message, Task, ToolCall
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nemo_gym"
@@ -35,6 +37,21 @@ ENABLE_WORDS = Path(gym.__file__).parent / "envs" / "games" / "data" / "enable5.
 PYTHON = os.environ.get(
     "NEMO_GYM_REFERENCE_PYTHON",
     str(Path(__file__).resolve().parents[2] / ".venv-nemo-gym-reference" / "bin" / "python"),
+)
+
+JUDGE_UNPARSEABLE = (
+    "a judge reply its parser cannot read is a judge_failed failure (re-asked by "
+    "reverify --judge-failed-only), not a 0"
+)
+JUDGE_EMPTY = "an empty judge reply is a judge_failed failure, not a 0"
+# The judge-based servers whose NeMo Gym code scores an empty judge reply 0 (the others
+# raise, as ours does).
+EMPTY_JUDGE_SCORES_0 = (
+    "arena_judge",
+    "deepsearchqa",
+    "false_statement_judge",
+    "frontierscience_judge",
+    "text_to_sql",
 )
 
 # (server, reply, task or "*") -> (ours, NeMo Gym's, why): where our reward differs, on purpose.
@@ -95,6 +112,21 @@ DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
         1.0,
         "the expected call plus a guess is not the expected action",
     ),
+    **{
+        (server, "judge_unparseable", "*"): (None, 0.0, JUDGE_UNPARSEABLE)
+        for server, protocol in PROTOCOLS.items()
+        if protocol.judged
+    },
+    **{
+        ("ragtruth", reply, f"ragtruth-{i}"): (
+            0.0,
+            1.0,
+            "a reply that is not a hallucination list is wrong, not 'none found'",
+        )
+        for reply in ("not_json", "wrong")
+        for i in (1, 3)  # the rows without hallucinations
+    },
+    **{(server, "judge_empty", "*"): (None, 0.0, JUDGE_EMPTY) for server in EMPTY_JUDGE_SCORES_0},
 }
 
 # (server, reply) -> (the error NeMo Gym's server raises, why): replies NeMo Gym refuses
@@ -116,7 +148,7 @@ def env_options(server: str) -> dict[str, Any]:
     spec = ng.SERVERS[server]
     found: dict[str, Any] = {}
     if "judge" in spec.requires:
-        found["judge"] = keyword_judge()
+        found["judge"] = nemo_gym_judge(server) if server in PROTOCOLS else keyword_judge()
     if "sandbox" in spec.requires:
         found["provider"] = "process"
     return found
@@ -313,6 +345,10 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
             ]
         if len(echo) > 1:
             out["some_values"] = [Message.assistant(tool_calls=echo[:-1]), Message.assistant("ok")]
+    if server in PROTOCOLS and PROTOCOLS[server].judged:
+        out.update(judged_variants(server, env, task))
+    elif server in PROTOCOLS:
+        out.update(graded_variants(server, task))
     if server == "instruction_following":
         follows, breaks = IF_REPLIES[task.id]
         out["follows"], out["breaks"] = [Message.assistant(follows)], [Message.assistant(breaks)]
@@ -391,6 +427,105 @@ def next_action_variants(env: Any, task: Task) -> dict[str, list[Message]]:
     return out
 
 
+def judged_variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
+    """A judge-based server's edge replies: abstaining, and judges that
+    reply nothing or nothing parseable (`[[judge-reply:...]]` scripts the judge's reply,
+    see tests/interop/nemo_gym_judge.py)."""
+    oracle = env.oracle(task)[0].content
+
+    def forcing(reply: str) -> list[Message]:  # the oracle, with the judge's reply scripted
+        if oracle.endswith("}"):  # a boxed answer: the judge sees what is inside
+            return [Message.assistant(f"{oracle[:-1]} [[judge-reply:{reply}]]}}")]
+        if oracle.endswith("```"):  # a fenced query: the judge sees the query
+            return [Message.assistant(f"{oracle[:-4]} -- [[judge-reply:{reply}]]\n```")]
+        return [Message.assistant(f"{oracle} [[judge-reply:{reply}]]")]
+
+    out = {
+        "abstains": [Message.assistant("I don't know.")],
+        "judge_unparseable": forcing('"hmm, hard to say"'),
+        "judge_empty": forcing('""'),
+    }
+    fields = task.metadata["judge_fields"]
+    if server == "omniscience":
+        out["unclosed_thinking"] = [Message.assistant(f"<think>It is {oracle}, surely")]
+        out["after_thinking"] = [Message.assistant(f"<think>Maybe 7?</think>{oracle}")]
+    if server == "deepsearchqa" and "," in fields["answer"]:
+        first = fields["answer"].split(",")[0]
+        out["partial_with_extra"] = [Message.assistant(f"{first}, Atlantis")]
+    if server == "abstention":
+        out["boxed_idk"] = [Message.assistant("I cannot say. \\boxed{[IDK]}")]
+        out["bare_idk"] = [Message.assistant("[IDK]")]
+        out["boxed_wrong"] = [Message.assistant("\\boxed{42}")]
+    if server == "frontierscience_judge":
+        out["unclosed_thinking"] = [Message.assistant(f"<think>It is {oracle}, surely")]
+        out["after_thinking"] = [Message.assistant(f"<think>Maybe 7?</think>{oracle}")]
+    if server == "arena_judge":
+        out["much_better"] = [Message.assistant(f"A thorough, {oracle}")]
+        out["baseline_echo"] = [Message.assistant(str(fields.get("baseline_answer")))]
+    if server == "text_to_sql":
+        out["position_biased"] = [Message.assistant(f"```sql\n/*biased*/ {fields['sql']}\n```")]
+        out["unfenced"] = [Message.assistant(f"My query: {fields['sql']}")]
+        out["no_sql"] = [Message.assistant("I would join the tables and count.")]
+    if server == "false_statement_judge":
+        out["repairs"] = [Message.assistant("Assume n is even; then the proof goes through.")]
+        out["after_thinking"] = [Message.assistant("<think>This is false.</think>Proof: trivial.")]
+    return out
+
+
+def graded_variants(server: str, task: Task) -> dict[str, list[Message]]:
+    """Replies for the servers where the policy grades (no judge model)."""
+    fields = task.metadata["judge_fields"]
+    if server == "math_proof_judgement":
+        gold = fields["expected_judgement"].split(":")[-1].strip()
+        other = "No" if gold == "Yes" else "Yes"
+        return {
+            "bold": [Message.assistant(f"**Judgement**: **{gold}**")],
+            "first_wins": [
+                Message.assistant(f"Judgement: {other}\nOn reflection, Judgement: {gold}")
+            ],
+            "lower": [Message.assistant(f"judgement:{gold.lower()}, clearly")],
+        }
+    if server == "imo_gradingbench":
+        gold = str(fields["expected_answer"]).strip().lower()
+        return {
+            "bold_last": [Message.assistant(f"The proof is sound. **{gold.title()}**.")],
+            "not_last": [Message.assistant(f"I would say {gold}, mostly, with gaps.")],
+        }
+    if server == "swerl_llm_judge":
+        gold = str(fields["expected_answer"])
+        other = "A" if gold != "A" else "B"
+        return {
+            "bracketed": [Message.assistant(f"<solution>[{gold}]</solution>")],
+            "prose": [Message.assistant(f"<solution>Patch {gold} is right</solution>")],
+            "not_an_option": [Message.assistant("<solution>Z</solution>")],
+            "first_block": [
+                Message.assistant(f"<solution>{other}</solution> no: <solution>{gold}</solution>")
+            ],
+        }
+    if server == "ragtruth":
+        answer = json.dumps({"hallucination list": ["the year"] if fields["is_halu"] else []})
+        return {
+            "fenced": [Message.assistant(f"Here:\n```json\n{answer}\n```")],
+            "after_thinking": [
+                Message.assistant(f'<think>{{"hallucination list": ["x"]}}</think>{answer}')
+            ],
+            "not_json": [Message.assistant("Nothing to report.")],
+        }
+    if server == "proof_genselect":
+        index = int(fields["correct_index"])
+        return {
+            "other": [Message.assistant(f"<best_solution>{3 - index}</best_solution>")],
+            "out_of_range": [Message.assistant("<best_solution>3</best_solution>")],
+            "after_thinking": [
+                Message.assistant(
+                    f"<think><best_solution>{3 - index}</best_solution></think>"
+                    f"<best_solution> {index} </best_solution>"
+                )
+            ],
+        }
+    return {}
+
+
 @dataclass
 class Case:
     server: str
@@ -401,6 +536,8 @@ class Case:
     response: dict[str, Any]
     row: dict[str, Any]
     observations: list[str]
+    judge: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """The judge calls our verifier made (a judge-based server's `rewards.metadata`)."""
 
 
 def turns_of(response: dict[str, Any]) -> list[dict[str, Any]]:
@@ -452,6 +589,7 @@ async def _cases(server: str) -> list[Case]:
                     ng.to_row(done)["response"],
                     task.metadata["nemo_gym"]["row"],
                     observations_of(done, task) if server == "grl_sokoban" else [],
+                    done.rewards.metadata.get("judge", []) if done.rewards else [],
                 )
             )
     await env.aclose()
@@ -490,12 +628,13 @@ def run_reference(
     items: list[tuple[str, dict[str, Any], dict[str, Any] | list[dict[str, Any]]]],
 ) -> list[dict[str, Any]]:
     """NeMo Gym's own verdicts on (server, row, response) triples, in order; a list of
-    responses is an episode, one `/step` each."""
+    responses is an episode, one `/step` each. A judge-based server's judge is the
+    scripted one ours gets (tests/interop/nemo_gym_judge.py)."""
     payload = "\n".join(
         json.dumps(
             {"server": server, "row": row, "steps": response}
             if isinstance(response, list)
-            else {"server": server, "row": row, "response": response}
+            else {"server": server, "row": row, "response": response, "judge": server in PROTOCOLS}
         )
         for server, row, response in items
     )
@@ -519,7 +658,7 @@ def test_at_least_thirty_servers_are_supported() -> None:
     assert len(ng.SERVERS) >= 30
     for name, server in ng.SERVERS.items():
         assert (DATA / f"{name}.jsonl").is_file(), name
-        assert server.env in gym.registry.names("env"), name
+        assert gym.registry.lookup("env", server.env), name  # a name, or a family's
     assert "Apache License" in (DATA / "LICENSE").read_text()
 
 
@@ -550,6 +689,14 @@ def _unavailable(result: dict[str, Any]) -> str | None:
     return UNINSTALLABLE.get(found.group(1).split(".")[0]) if found else None
 
 
+def judge_prompt_sha256(messages: list[dict[str, Any]]) -> str:
+    """A judge request as our verifier fingerprints it (`rewards.metadata["judge"]`)."""
+    import hashlib
+
+    joined = "\n\n".join(str(m["content"]) for m in messages)
+    return hashlib.sha256(joined.encode()).hexdigest()
+
+
 @pytest.mark.parametrize("server", sorted(s for s in ng.SERVERS if ng.SERVERS[s].compared))
 def test_rewards_equal_nemo_gyms_own(
     server: str,
@@ -560,6 +707,13 @@ def test_rewards_equal_nemo_gyms_own(
         if (server, case.task_id) in NOT_COMPARABLE:
             continue
         theirs = reference[(server, case.task_id, case.reply)]
+        if server in PROTOCOLS:
+            if case.ours is not None:  # the same judge requests, word for word
+                assert [c["prompt_sha256"] for c in case.judge] == [
+                    judge_prompt_sha256(p) for p in theirs["judge_prompts"]
+                ], (case.task_id, case.reply)
+            if case.ours is None and theirs.get("error", "").startswith("JudgeError"):
+                continue  # both record the judge's failure (NeMo Gym: its failures sidecar)
         refused = REFUSED_BY_NEMO_GYM.get((server, case.reply))
         if refused is not None:
             assert refused[0] in theirs.get("error", ""), (case.task_id, theirs)

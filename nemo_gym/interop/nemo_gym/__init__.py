@@ -19,7 +19,6 @@ docs/coming-from-nemo-gym.md for what differs from NeMo Gym's own verifier, and 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -91,14 +90,29 @@ def load(
 
 
 def for_server(server: str) -> Callable[..., Environment]:
-    """The factory behind `nemo_gym/<server>` names: `load` for that server, so
-    `gym eval run nemo_gym/<server> --env-option source=rows.jsonl` runs NeMo Gym rows."""
+    """The factory behind `nemo_gym/<server>` names. With `source=` (a JSONL path or row
+    dicts) it is `load` for that server, so `gym eval run nemo_gym/<server> --env-option
+    source=rows.jsonl` runs NeMo Gym rows, their own input kept; a judge-based server's
+    environment is also built directly (`gym.make("nemo_gym/simpleqa", judge=...,
+    path=...)`), which is what `load` builds for it."""
     if server not in SERVERS:
         raise ConfigError(
             f"nemo_gym/{server}: unsupported NeMo Gym server {server!r}; supported: "
             f"{', '.join(sorted(SERVERS))}"
         )
-    return functools.partial(load, server=server)
+    from nemo_gym.interop.nemo_gym.judged import PROTOCOLS, NeMoGymJudged
+
+    def factory(source: Any = None, **options: Any) -> Environment:
+        if source is not None:
+            return load(source, server=server, **options)
+        if server in PROTOCOLS:
+            return NeMoGymJudged(server=server, **options)
+        raise ConfigError(
+            f"nemo_gym/{server}: needs source= (NeMo Gym's JSONL rows of {server!r}, "
+            "or a list of row dicts)"
+        )
+
+    return factory
 
 
 def _opening(rollout: Rollout) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 from nemo_gym.envs.rows import Row, read_rows
 from nemo_gym.errors import ConfigError
+from nemo_gym.interop.nemo_gym.judged import PROTOCOLS, judged_requires, judged_task
 from nemo_gym.interop.nemo_gym.wire import prompt_of
 from nemo_gym.records import Task
 
@@ -478,6 +479,7 @@ _SERVERS = [
     Server(
         "equivalence_llm_judge", "answer_equivalence", _equivalence, requires=_JUDGE, compared=False
     ),
+    *(Server(n, f"nemo_gym/{n}", judged_task, requires=judged_requires(n)) for n in PROTOCOLS),
 ]
 
 # The second round's servers live in their own module, which imports `Server` and `_task`.

@@ -1,0 +1,1060 @@
+"""NeMo Gym's judge-based servers: its own judge prompts and verdict parsing, any `Model`
+as the judge.
+
+Each `JudgeProtocol` ports one NeMo Gym 0.7.0 server's `verify`: which row fields its
+judge prompt reads, how it takes the text to judge from the response, the prompt itself
+(the server's template, copied verbatim into `judge_prompts/`, Apache-2.0, or its
+f-string), and how it turns the judge's reply into a reward. The same judge replies
+give the same rewards as NeMo Gym's code (tests/interop/test_nemo_gym_servers.py
+compares them, prompt by prompt).
+
+Where NeMo Gym scores a judge it could not understand as 0 (an unparseable reply, an
+empty one), we record a `judge_failed` verifier failure instead: a broken judge is not a
+wrong answer, and `gym eval reverify --judge-failed-only` asks again. NeMo Gym's prompts
+put the judged response in the prompt as is (no fencing), and so do these, so that the
+judge sees the same text; docs/coming-from-nemo-gym.md says what that costs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from nemo_gym.envs.base import Turns
+from nemo_gym.envs.rows import DatasetEnv, Row
+from nemo_gym.errors import ConfigError, ModelError, VerifierError
+from nemo_gym.harnesses import SingleTurn
+from nemo_gym.protocols import Model
+from nemo_gym.records import Message, ModelRequest, Rewards, Sampling, Task, Trajectory
+from nemo_gym.verify.judge import JUDGE_FAILED
+
+__all__ = [
+    "PROTOCOLS",
+    "JudgeProtocol",
+    "NeMoGymJudged",
+    "ServerJudge",
+    "Verdict",
+    "judged_requires",
+    "judged_task",
+    "template",
+]
+
+REPLY_LIMIT = 4000
+"""How much of each judge reply a rollout keeps (`rewards.metadata["judge"]`)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one server makes of its judge's replies."""
+
+    reward: float
+    verdict: str
+    components: Mapping[str, float] = field(default_factory=dict)
+
+
+Prompt = list[tuple[str, str]]
+"""One judge request: (role, content) messages."""
+
+
+@dataclass(frozen=True)
+class JudgeProtocol:
+    """One NeMo Gym server's judging, ported.
+
+    `fields` are the row fields the judge prompt reads (kept in the task's metadata, so a
+    stored rollout re-verifies without the rows); `prompts(fields, text)` builds the
+    judge requests for the response text `text(trajectory messages)`; `parse(replies,
+    fields)` is the verdict, or None when the replies hold none (a `judge_failed` failure).
+    `skip(fields, text)` is the verdict given without asking the judge, if any (for a
+    protocol that is not `judged`, always).
+    `oracle(fields)` is a reply that earns the maximum with a judge that agrees.
+    """
+
+    name: str
+    fields: tuple[str, ...]
+    prompts: Callable[[Mapping[str, Any], str], list[Prompt]]
+    parse: Callable[[Sequence[str], Mapping[str, Any]], Verdict | None]
+    oracle: Callable[[Mapping[str, Any]], str]
+    text: Callable[[Sequence[Message]], str]
+    skip: Callable[[Mapping[str, Any], str], Verdict | None] = lambda fields, text: None
+    check: Callable[[Row], None] = lambda row: None
+    judged: bool = True
+    """False for the servers where the policy is the grader: no judge model is asked."""
+    more: Callable[[Sequence[str]], bool] = lambda replies: True
+    """Whether to send the next judge request, given the replies so far (text_to_sql asks
+    the swapped question only when the first says equal)."""
+
+
+# --- the response text each server judges ------------------------------------------
+
+
+def _assistant(messages: Sequence[Message]) -> list[str]:
+    return [m.content for m in messages if m.role == "assistant" and m.content]
+
+
+def _last_text(messages: Sequence[Message]) -> str:
+    """NeMo Gym's `extract_text_from_response`: the last assistant message, stripped."""
+    found = _assistant(messages)
+    return found[-1].strip() if found else ""
+
+
+def _all_text(messages: Sequence[Message]) -> str:
+    """Every assistant message's text, one per line (deepsearchqa, false_statement_judge)."""
+    return "\n".join(_assistant(messages)).strip()
+
+
+def _output_text_raw(messages: Sequence[Message]) -> str:
+    """Every output text, concatenated, as it is (proof_genselect, arena_judge, text_to_sql)."""
+    return "".join(_assistant(messages))
+
+
+def _output_text(messages: Sequence[Message]) -> str:
+    """The Responses API's `output_text`: every output text, concatenated, stripped."""
+    return "".join(_assistant(messages)).strip()
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.S)
+_THINKING = re.compile(r"<thinking>.*?</thinking>", re.S)
+
+
+def _without_thinking(text: str) -> str:
+    """omniscience's `_strip_thinking_traces`: paired blocks, then an unpaired close."""
+    text = _THINKING.sub("", _THINK.sub("", text))
+    text = re.sub(r"^.*?</think>", "", text, flags=re.S)
+    text = re.sub(r"^.*?</thinking>", "", text, flags=re.S)
+    return text.strip()
+
+
+_THINK_ANY = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.S | re.I)
+_THINK_CLOSE = re.compile(r"^.*?</think(?:ing)?>", re.S | re.I)
+
+
+def _without_thinking_any_case(text: str) -> str:
+    """false_statement_judge's `strip_thinking_traces` (case-insensitive, mixed tags)."""
+    return _THINK_CLOSE.sub("", _THINK_ANY.sub("", text)).strip()
+
+
+def _after_thinking(messages: Sequence[Message]) -> str:
+    """omniscience's and frontierscience_judge's: the last message after its thinking; one
+    cut off inside its thinking has no answer."""
+    raw = _last_text(messages)
+    if ("<think>" in raw or "<thinking>" in raw) and not (
+        "</think>" in raw or "</thinking>" in raw
+    ):
+        return ""  # a reply cut off inside its reasoning has no answer
+    return _without_thinking(raw)
+
+
+# --- prompts ---------------------------------------------------------------------
+
+
+def template(name: str) -> str:
+    """A server's judge prompt, as NeMo Gym ships it (`judge_prompts/<name>.txt`)."""
+    source = resources.files("nemo_gym.interop.nemo_gym").joinpath(f"judge_prompts/{name}.txt")
+    return source.read_text(encoding="utf-8")
+
+
+TEXT = "<the judged text>"
+"""In a `_templated` protocol's placeholders: the response text, not a row field."""
+
+
+def _templated(
+    name: str,
+    parse: Callable[[Sequence[str], Mapping[str, Any]], Verdict | None],
+    oracle: Callable[[Mapping[str, Any]], str],
+    text: Callable[[Sequence[Message]], str],
+    *,
+    skip: Callable[[Mapping[str, Any], str], Verdict | None] | None = None,
+    **placeholders: str,
+) -> JudgeProtocol:
+    """A server whose judge request is one user message: its template
+    (`judge_prompts/<name>.txt`) with each placeholder filled from the row field it names,
+    or with the judged text (`TEXT`)."""
+
+    def build(fields: Mapping[str, Any], judged: str) -> list[Prompt]:
+        values = {
+            key: judged if source == TEXT else str(fields.get(source) or "")
+            for key, source in placeholders.items()
+        }
+        return [[("user", template(name).format(**values))]]
+
+    read = tuple(dict.fromkeys(f for f in placeholders.values() if f != TEXT))
+    protocol = JudgeProtocol(name, read, build, parse, oracle, text)
+    return protocol if skip is None else dataclasses.replace(protocol, skip=skip)
+
+
+# --- verdict parsing, as each server does it -------------------------------------
+
+
+def _letter_grade(letters: str, first_character: bool) -> Callable[[str], str | None]:
+    """The servers' `parse_judge_grade`: simpleqa reads the first character of the reply or
+    of its last line (`first_character`); omniscience and abstention the whole reply or
+    the whole last line; then both take the first of the letters found anywhere. Their
+    fallback grade for a reply with none (NOT_ATTEMPTED or INCORRECT) is None here."""
+
+    def parse(text: str) -> str | None:
+        cleaned = text.strip()
+        last = cleaned.rsplit("\n", 1)[-1].strip()
+        for candidate in (cleaned, last):
+            head = candidate[:1] if first_character else candidate
+            if len(head) == 1 and head in letters:
+                return head
+        for letter in letters:
+            if letter in cleaned:
+                return letter
+        return None
+
+    return parse
+
+
+def _graded(
+    verdicts: Mapping[str, str], reward_of: Mapping[str, float], *, first_character: bool
+) -> Callable[[Sequence[str], Mapping[str, Any]], Verdict | None]:
+    grade = _letter_grade("".join(verdicts), first_character)
+
+    def parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+        if not replies[0].strip():
+            return None
+        letter = grade(replies[0])
+        if letter is None:
+            return None
+        verdict = verdicts[letter]
+        components = {f"is_{v}": float(v == verdict) for v in verdicts.values()}
+        return Verdict(reward_of.get(letter, 0.0), verdict, components)
+
+    return parse
+
+
+_SIMPLEQA = {"A": "correct", "B": "incorrect", "C": "not_attempted"}
+_OMNISCIENCE = {"A": "correct", "B": "incorrect", "C": "partial", "D": "not_attempted"}
+
+
+def _omniscience_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    found = _graded(_OMNISCIENCE, {"A": 1.0}, first_character=False)(replies, fields)
+    if found is None:
+        return None
+    index = {"correct": 1.0, "incorrect": -1.0}.get(found.verdict, 0.0)
+    return Verdict(
+        found.reward,
+        found.verdict,
+        {
+            **found.components,
+            "omniscience_index": index,
+            "is_hallucination": float(found.verdict == "incorrect"),
+        },
+    )
+
+
+_FENCED_JSON = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
+
+
+def _deepsearchqa_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """deepsearchqa's `parse_judge` and its precision/recall/F1 of the listed answers."""
+    text = replies[0].strip()
+    fenced = _FENCED_JSON.findall(text)
+    if fenced:
+        text = fenced[-1]
+    try:
+        result = json.loads(text)["Answer Correctness"]
+        details = result["Correctness Details"]
+        excessive = result.get("Excessive Answers", [])
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
+    if (
+        not isinstance(details, dict)
+        or not details
+        or not all(isinstance(k, str) and isinstance(v, bool) for k, v in details.items())
+        or not isinstance(excessive, list)
+        or not all(isinstance(item, str) for item in excessive)
+    ):
+        return None
+    matched, expected, extra = sum(details.values()), len(details), len(excessive)
+    precision = matched / (matched + extra) if matched + extra else 0.0
+    recall = matched / expected
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return Verdict(
+        f1,
+        "correct" if matched == expected and not extra else "partial" if matched else "incorrect",
+        {
+            "precision": precision,
+            "recall": recall,
+            "f1": f1,
+            "fully_correct": float(matched == expected and extra == 0),
+            "fully_incorrect": float(matched == 0),
+            "correct_with_extraneous": float(matched == expected and extra > 0),
+        },
+    )
+
+
+_POINTS = re.compile(r"<points>\s*([0-9]+)\s*</points>", re.I | re.S)
+
+
+def _points(text: str) -> int | None:
+    match = _POINTS.search(text) if text else None
+    return None if match is None else max(0, min(int(match.group(1).strip()), 2))
+
+
+def _false_statement_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """MathArena's `<points>N</points>` (0-2, clamped), read after the judge's own
+    reasoning first, then in the raw reply; reward points / 2."""
+    points = _points(_without_thinking_any_case(replies[0]))
+    if points is None:
+        points = _points(replies[0])
+    if points is None:
+        return None
+    verdict = ("sycophantic", "partial_credit", "recognized_false")[points]
+    return Verdict(points / 2, verdict, {"judge_points": float(points)})
+
+
+# abstention: \boxed{[IDK]} (its `abstention_token`) earns 0.5 without a judge call.
+_ABSTENTION = {"A": "correct", "B": "incorrect", "C": "abstain"}
+_ABSTENTION_REWARD = {"A": 1.0, "B": 0.0, "C": 0.5}
+
+
+def _last_boxed(text: str) -> str | None:
+    """abstention's `extract_boxed_answer`: the last \\boxed{...}, braces balanced."""
+    index = text.rfind("\\boxed{")
+    if index == -1:
+        return None
+    start = index + len("\\boxed{")
+    depth = 1
+    at = start
+    while at < len(text) and depth > 0:
+        depth += {"{": 1, "}": -1}.get(text[at], 0)
+        at += 1
+    return text[start : at - 1] if depth == 0 else None
+
+
+def _squad_normal(text: str) -> str:
+    text = re.sub(r"\b(a|an|the)\b", " ", text.lower().strip())
+    return " ".join(re.sub(r"[^\w\s]", "", text).split())
+
+
+def _abstention_text(messages: Sequence[Message]) -> str:
+    said = _without_thinking(_last_text(messages))
+    boxed = _last_boxed(said)
+    return boxed if boxed is not None else said
+
+
+def _abstention_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    if _squad_normal(text) != _squad_normal("[IDK]"):
+        return None
+    return Verdict(0.5, "abstain", _abstention_components("abstain"))
+
+
+def _abstention_components(verdict: str) -> dict[str, float]:
+    flags = {f"is_{v}": float(v == verdict) for v in ("correct", "abstain", "incorrect")}
+    return {**flags, "omniscience_index": flags["is_correct"] - flags["is_incorrect"]}
+
+
+def _abstention_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    found = _graded(_ABSTENTION, _ABSTENTION_REWARD, first_character=False)(replies, fields)
+    if found is None:
+        return None
+    return Verdict(found.reward, found.verdict, _abstention_components(found.verdict))
+
+
+_JUDGEMENT = re.compile(r"Judgement:\s*(YES|NO)", re.I)
+
+
+def _frontierscience_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """frontierscience_judge's olympiad mode: the last `Judgement: YES|NO` decides."""
+    found = _JUDGEMENT.findall(replies[0]) if replies[0] else []
+    if not found:
+        return None
+    verdict = found[-1].upper()
+    return Verdict(float(verdict == "YES"), verdict)
+
+
+def _frontierscience_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    expected = str(fields.get("expected_answer") or "")
+    prompt = template("frontierscience_judge").format(
+        question=str(fields.get("question") or ""),
+        expected_answer=expected,
+        rubric=str(fields.get("rubric") or expected),
+        generation=text,
+    )
+    return [[("user", prompt)]]
+
+
+# The servers where the policy is the grader: its reply is compared with the row's label,
+# no judge model is asked (`skip` is the whole verdict).
+
+_JUDGEMENT_PREFIX = re.compile(r"\*{0,2}Judgement\*{0,2}\s*:", re.I)
+
+
+def _yes_no(text: str | None) -> bool | None:
+    """math_proof_judgement's `parse_judgement`: the first `Judgement:`, then yes or no."""
+    match = _JUDGEMENT_PREFIX.search(text) if text else None
+    if match is None or text is None:
+        return None
+    verdict = text[match.end() :].strip().lstrip("*").strip().lower()
+    return True if verdict.startswith("yes") else False if verdict.startswith("no") else None
+
+
+def _proof_judgement(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    said, gold = _yes_no(text), _yes_no(str(fields.get("expected_judgement") or ""))
+    both = said is not None and gold is not None
+    label = {True: "Yes", False: "No", None: "none"}[said]
+    return Verdict(
+        float(both and said == gold),
+        label,
+        {
+            "tp": float(both and said is True and gold is True),
+            "fp": float(both and said is True and gold is False),
+            "fn": float(both and said is False and gold is True),
+            "tn": float(both and said is False and gold is False),
+        },
+    )
+
+
+_GRADE_SCORES = {"correct": 7, "almost": 6, "partial": 1, "incorrect": 0}
+_PUNCTUATION = re.compile(r"[*_`.,;:!?()[\]{}]+")
+
+
+def _last_word_grade(text: str) -> str | None:
+    """imo_gradingbench's `extract_grade`: the last word, unpunctuated, lower case."""
+    words = text.strip().split() if text else []
+    last = _PUNCTUATION.sub("", words[-1]).lower() if words else ""
+    return last if last in _GRADE_SCORES else None
+
+
+def _grading(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    said = _last_word_grade(text)
+    expected = str(fields.get("expected_answer") or "").strip().lower()
+    gold = expected if expected in _GRADE_SCORES else None
+    high = {"correct", "almost"}
+    components = {}
+    if said is not None and gold is not None:
+        components["binary_match"] = float((said in high) == (gold in high))
+        components["score_diff"] = float(abs(_GRADE_SCORES[said] - _GRADE_SCORES[gold]))
+    return Verdict(float(said is not None and said == gold), said or "none", components)
+
+
+def _best_solution(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    """proof_genselect's `extract_best_solution` (without `assert_think_end`, its default):
+    `<best_solution>1|2</best_solution>` after the thinking, against `correct_index`."""
+    if not text:
+        return Verdict(0.0, "empty")
+    after = text.split("</think>")[-1].strip()
+    if "<best_solution>" not in after or "</best_solution>" not in after:
+        return Verdict(0.0, "missing_best_solution_tag")
+    picked = after.split("<best_solution>", 1)[1].split("</best_solution>", 1)[0].strip()
+    try:
+        index = int(picked)
+    except ValueError:
+        return Verdict(0.0, "invalid_best_solution_value")
+    if index not in (1, 2):
+        return Verdict(0.0, "best_solution_out_of_range")
+    return Verdict(float(index == fields.get("correct_index")), str(index))
+
+
+_SOLUTION = re.compile(r"<solution>\s*(.*?)\s*</solution>", re.S | re.I)
+_STRICT_SOLUTION = re.compile(r"<solution>\s*\[?([A-Za-z])\]?\s*</solution>", re.M)
+
+
+def _solution_check(row: Row) -> None:
+    if row.get("grading_mode", "lenient") not in ("lenient", "strict"):
+        raise row.bad("grading_mode", f"is {row.get('grading_mode')!r}; lenient or strict")
+
+
+def _solution_letter(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    """swerl_llm_judge: the letter in the last `<solution>` block (lenient: the first
+    standalone letter; strict: the first block holding only a letter, maybe bracketed),
+    one of the options', against `expected_answer`."""
+    allowed = set()
+    for entry in fields.get("options") or []:
+        for key in entry:  # each option is a one-key {letter: patch}
+            if isinstance(key, str) and len(key) == 1 and key.isalpha():
+                allowed.add(key.upper())
+            break
+    expected = fields.get("expected_answer")
+    golds = [expected] if isinstance(expected, str) else list(expected or [])
+    golds = [g.strip().upper() for g in golds if isinstance(g, str)]
+    golds = [g for g in golds if len(g) == 1 and g.isalpha() and (not allowed or g in allowed)]
+    picked: str | None = None
+    if fields.get("grading_mode", "lenient") == "strict":
+        match = _STRICT_SOLUTION.search(text)
+        picked = match.group(1).upper() if match else None
+    else:
+        blocks = _SOLUTION.findall(text)
+        content = blocks[-1].strip() if blocks else ""
+        for at, char in enumerate(content):
+            left = content[at - 1] if at > 0 else ""
+            right = content[at + 1] if at < len(content) - 1 else ""
+            if char.isalpha() and not left.isalpha() and not right.isalpha():
+                picked = char.upper()
+                break
+    if picked is not None and picked not in allowed:
+        picked = None
+    return Verdict(float(picked is not None and picked in golds), picked or "none")
+
+
+_HALU_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_HALU_CLOSE = re.compile(r".*</think>\s*", re.S | re.I)
+_HALU_OPEN = re.compile(r"<think>\s*", re.I)
+_FENCE_WHOLE = re.compile(r"^```(?:json)?\s*\r?\n?(.*)\r?\n?```\s*$", re.S | re.I)
+_FENCE_INNER = re.compile(r"```(?:json)?\s*\r?\n?(.*?)```", re.S | re.I)
+
+
+def _hallucination_list(text: str) -> list[Any] | None:
+    """ragtruth's `_parse_response`: the reply after its thinking, unfenced, as a JSON
+    object's "hallucination list"; None when the reply is no such object."""
+    cleaned = _HALU_OPEN.sub("", _HALU_CLOSE.sub("", _HALU_THINK.sub("", text))).strip()
+    if "```" in cleaned:
+        whole = _FENCE_WHOLE.match(cleaned)
+        inner = _FENCE_INNER.search(cleaned)
+        if whole:
+            cleaned = whole.group(1).strip()
+        elif inner and inner.group(1).strip():
+            cleaned = inner.group(1).strip()
+    try:
+        parsed = json.loads(cleaned) if cleaned else None
+    except ValueError:
+        return None
+    found = parsed.get("hallucination list") if isinstance(parsed, dict) else None
+    return found if isinstance(found, list) else None
+
+
+def _ragtruth_check(row: Row) -> None:
+    row.require("is_halu", bool)
+
+
+def _hallucination(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    """ragtruth: whether the reply lists any hallucination, against `is_halu`. A reply
+    that is not a {"hallucination list": [...]} object scores 0 here; NeMo Gym reads it as
+    "none found", which earns 1 on every clean row, so a policy could learn to answer
+    with anything but the object."""
+    found = _hallucination_list(text)
+    gold = bool(fields.get("is_halu"))
+    if found is None:
+        return Verdict(0.0, "unparseable", {"is_halu": float(gold), "parse_fail": 1.0})
+    said = bool(found)
+    components = {"is_halu": float(gold), "pred_halu": float(said), "parse_fail": 0.0}
+    return Verdict(float(said == gold), "hallucinated" if said else "faithful", components)
+
+
+def _no_judge(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    return []
+
+
+def _never(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    return None  # unreachable: these protocols' `skip` always decides
+
+
+# text_to_sql: the judge compares the gold query (A) with the extracted one (B), then,
+# when it says equal, again with the two swapped (its `check_twice_swap`, on by default).
+_SQL_DIALECTS = {"mysql", "postgresql", "sqlite"}
+_SQL_ALIASES = {"postgres": "postgresql", "pg": "postgresql", "sqlite3": "sqlite"}
+_SQL_EQUAL, _SQL_NOT_EQUAL = "[[A=B]]", "[[A!=B]]"
+
+
+def _dialect(value: Any) -> str:
+    normal = str(value or "").strip().lower()
+    return _SQL_ALIASES.get(normal, normal)
+
+
+def _sql_check(row: Row) -> None:
+    for key in ("sql", "sql_dialect", "sql_prompt"):
+        row.require(key, str)
+    if _dialect(row.data["sql_dialect"]) not in _SQL_DIALECTS:
+        raise row.bad(
+            "sql_dialect", f"is {row.data['sql_dialect']!r}; one of {sorted(_SQL_DIALECTS)}"
+        )
+
+
+def _extract_sql(text: str) -> str | None:
+    """text_to_sql's `extract_sql_from_response`: the last ```sql block, else the last
+    fenced block that starts like SQL, else from the first statement keyword to the last
+    semicolon."""
+    if not text:
+        return None
+    blocks = re.findall(r"```sql\s*([\s\S]*?)\s*```", text, re.I)
+    if blocks:
+        return str(blocks[-1]).strip()
+    for block in reversed(re.findall(r"```\s*([\s\S]*?)\s*```", text)):
+        content = str(block).strip()
+        if re.match(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|CREATE|ALTER|DROP)\s", content, re.I):
+            return content
+    start = re.search(r"(?:SELECT|INSERT|UPDATE|DELETE|WITH)\s", text, re.I)
+    if start is None:
+        return None
+    semicolon = text.rfind(";")
+    end = semicolon + 1 if semicolon >= start.start() else len(text)
+    return text[start.start() : end].strip().rstrip(";") + ";"
+
+
+def _sql_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    return None if _extract_sql(text) else Verdict(0.0, "no_sql_extracted")
+
+
+def _sql_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    generated, gold = _extract_sql(text) or "", str(fields["sql"])
+
+    def ask(first: str, second: str) -> Prompt:
+        user = template("text_to_sql").format(
+            sql_prompt=fields["sql_prompt"],
+            sql_context=fields.get("sql_context", ""),
+            first_answer=first,
+            second_answer=second,
+            sql_dialect=_dialect(fields["sql_dialect"]),
+        )
+        return [("system", template("text_to_sql.system")), ("user", user)]
+
+    return [ask(gold, generated), ask(generated, gold)]
+
+
+def _sql_label(reply: str) -> bool | None:
+    """The earlier of the two labels in the reply; None when it has neither."""
+    text = reply.strip()
+    equal, not_equal = text.find(_SQL_EQUAL), text.find(_SQL_NOT_EQUAL)
+    if equal >= 0 and (not_equal < 0 or equal < not_equal):
+        return True
+    return False if not_equal >= 0 else None
+
+
+def _sql_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    labels = [_sql_label(r) for r in replies]
+    if None in labels:
+        return None
+    if len(labels) == 2 and all(labels):
+        return Verdict(1.0, "equal")
+    return Verdict(0.0, "not_equal" if len(labels) == 1 else "swap_failed")
+
+
+# arena_judge: Arena-Hard v2's pairwise judge, the reply against the row's baseline
+# answer in both orders; the reward is the first order's (candidate as A) verdict.
+_ARENA_CATEGORIES = ("hard_prompt", "creative_writing")
+_ARENA_VERDICT = re.compile(r"\[\[([AB<>=]+)\]\]")
+_ARENA_VERDICTS = ("A>>B", "A>B", "A=B", "B>A", "B>>A")
+
+
+def _arena_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    category = str(fields.get("category") or "hard_prompt")
+    if category not in _ARENA_CATEGORIES:  # NeMo Gym falls back to its default, warning
+        category = "hard_prompt"
+    question, baseline = str(fields.get("question") or ""), str(fields.get("baseline_answer") or "")
+
+    def ask(answer_1: str, answer_2: str) -> Prompt:
+        fill = {"question": question, "answer_1": answer_1, "answer_2": answer_2}
+        return [
+            ("system", template(f"arena_judge.{category}.system").format_map(fill)),
+            ("user", template(f"arena_judge.{category}").format_map(fill)),
+        ]
+
+    return [ask(text, baseline), ask(baseline, text)]
+
+
+def _arena_verdict(text: str) -> str | None:
+    """arena_judge's `_parse_verdict`: the one `[[...]]` label the reply gives (all its
+    labels the same), if it is one of the five."""
+    labels = {m for m in _ARENA_VERDICT.findall(text) if m} if text else set()
+    if len(labels) != 1:
+        return None
+    label = next(iter(labels)).strip("\n")
+    return label if label in _ARENA_VERDICTS else None
+
+
+def _arena_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    first, swapped = _arena_verdict(replies[0]), _arena_verdict(replies[1])
+    if first is None:
+        return None
+    wins = ("A>>B", "A>B")
+    return Verdict(
+        float(first in wins),
+        first,
+        # The swapped call only feeds NeMo Gym's Arena-Elo metric; an unreadable verdict
+        # there (`invalid_base_gen`) does not change the reward, nor fail the rollout.
+        {
+            "swapped_readable": float(swapped is not None),
+            "swapped_win": float(swapped in ("B>A", "B>>A")),
+        },
+    )
+
+
+# aalcr's two judge protocols (its rows name theirs); the prompts are its f-strings.
+_AALCR_REVISIONS = {
+    "legacy_v1_0": ("1.0.0", "bdae010bbce259820c0e34c1d7cce210d966fb75"),
+    "official_v1_1": ("1.1", "9a77ef56b717057ade24ceab4d273712a0b4f19e"),
+}
+
+
+def _aalcr_check(row: Row) -> None:
+    protocol = row.get("aa_lcr_judge_protocol", "legacy_v1_0")
+    if protocol not in _AALCR_REVISIONS:
+        raise row.bad("aa_lcr_judge_protocol", f"is {protocol!r}; one of {list(_AALCR_REVISIONS)}")
+    version, revision = _AALCR_REVISIONS[protocol]
+    found = (row.get("aa_lcr_version", "1.0.0"), row.get("aa_lcr_dataset_revision", revision))
+    if found != (version, revision):
+        raise row.bad(
+            "aa_lcr_version",
+            f"and aa_lcr_dataset_revision {found} do not match the judge protocol {protocol!r}",
+        )
+    for key in ("question", "answer", "input_tokens_band"):
+        row.require(key, str)
+
+
+def _aalcr_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    question, official = fields["question"], fields["answer"]
+    if fields.get("aa_lcr_judge_protocol", "legacy_v1_0") == "legacy_v1_0":
+        user = f"""Assess whether the following CANDIDATE ANSWER is CORRECT or INCORRECT.
+For the CANDIDATE ANSWER to be correct, it must be consistent with the OFFICIAL ANSWER.
+
+The question, for reference only: {question}
+The OFFICIAL ANSWER: {official}
+CANDIDATE ANSWER TO ASSESS: {text}
+
+Reply only with CORRECT or INCORRECT."""
+        return [[("user", user)]]
+    user = f"""Assess whether the following CANDIDATE ANSWER is CORRECT or INCORRECT.
+For the CANDIDATE ANSWER to be correct, it must be consistent with the OFFICIAL ANSWER.
+
+The question, for reference only: START QUESTION {question}
+END QUESTION
+
+The OFFICIAL ANSWER: {official}
+END OFFICIAL ANSWER
+
+BEGIN CANDIDATE ANSWER TO ASSESS
+{text}
+END CANDIDATE ANSWER TO ASSESS
+
+Reply as JSON, with a verdict of CORRECT or INCORRECT."""
+    return [[("system", template("aalcr_v1_1.system")), ("user", user)]]
+
+
+def _aalcr_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """aalcr's `_parse_judge_verdict`: the bare word (legacy_v1_0), or JSON holding only
+    {"verdict": ...} (official_v1_1)."""
+    text = replies[0].strip()
+    if fields.get("aa_lcr_judge_protocol", "legacy_v1_0") == "legacy_v1_0":
+        verdict = text if text in ("CORRECT", "INCORRECT") else None
+    else:
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        ok = isinstance(payload, dict) and set(payload) == {"verdict"}
+        verdict = payload["verdict"] if ok else None
+    if verdict not in ("CORRECT", "INCORRECT"):
+        return None
+    return Verdict(float(verdict == "CORRECT"), verdict.lower())
+
+
+def _aalcr_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    # NeMo Gym's aalcr scores an empty answer 0 without asking its judge.
+    return None if text else Verdict(0.0, "invalid_model_response")
+
+
+PROTOCOLS: Mapping[str, JudgeProtocol] = {
+    p.name: p
+    for p in (
+        _templated(
+            "simpleqa",
+            _graded(_SIMPLEQA, {"A": 1.0}, first_character=True),
+            lambda f: str(f["expected_answer"]),
+            _last_text,
+            question="question",
+            expected_answer="expected_answer",
+            generation=TEXT,
+        ),
+        _templated(
+            "omniscience",
+            _omniscience_parse,
+            lambda f: str(f["expected_answer"]),
+            _after_thinking,
+            question="question",
+            expected_answer="expected_answer",
+            generation=TEXT,
+        ),
+        _templated(
+            "deepsearchqa",
+            _deepsearchqa_parse,
+            lambda f: str(f["answer"]),
+            _all_text,
+            problem="problem",
+            answer_type="answer_type",
+            answer="answer",
+            response=TEXT,
+        ),
+        _templated(
+            "false_statement_judge",
+            _false_statement_parse,
+            lambda f: "The statement is false as written, so it cannot be proved.",
+            lambda messages: _without_thinking_any_case(_all_text(messages)),
+            problem="question",
+            original_problem="original_problem",
+            predicted_answer=TEXT,
+        ),
+        _templated(
+            "abstention",
+            _abstention_parse,
+            lambda f: f"\\boxed{{{f['answer']}}}",
+            _abstention_text,
+            skip=_abstention_skip,
+            question="question",
+            target="answer",
+            predicted_answer=TEXT,
+        ),
+        JudgeProtocol(
+            "frontierscience_judge",
+            ("question", "expected_answer", "rubric"),
+            _frontierscience_prompts,
+            _frontierscience_parse,
+            lambda f: str(f["expected_answer"]),
+            _after_thinking,
+        ),
+        JudgeProtocol(
+            "arena_judge",
+            ("question", "baseline_answer", "category"),
+            _arena_prompts,
+            _arena_parse,
+            lambda f: "A careful, complete answer: " + str(f.get("baseline_answer") or ""),
+            _output_text_raw,
+        ),
+        JudgeProtocol(
+            "math_proof_judgement",
+            ("expected_judgement",),
+            _no_judge,
+            _never,
+            lambda f: f"The proof holds.\n{f['expected_judgement']}",
+            _all_text,
+            skip=_proof_judgement,
+            judged=False,
+        ),
+        JudgeProtocol(
+            "imo_gradingbench",
+            ("expected_answer",),
+            _no_judge,
+            _never,
+            lambda f: f"Grade: {str(f['expected_answer']).strip().lower()}",
+            _all_text,
+            skip=_grading,
+            judged=False,
+        ),
+        JudgeProtocol(
+            "proof_genselect",
+            ("correct_index",),
+            _no_judge,
+            _never,
+            lambda f: f"<best_solution>{f['correct_index']}</best_solution>",
+            _output_text_raw,
+            skip=_best_solution,
+            judged=False,
+        ),
+        JudgeProtocol(
+            "text_to_sql",
+            ("sql", "sql_dialect", "sql_context", "sql_prompt"),
+            _sql_prompts,
+            _sql_parse,
+            lambda f: f"```sql\n{f['sql']}\n```",
+            _output_text_raw,
+            skip=_sql_skip,
+            check=_sql_check,
+            more=lambda replies: _sql_label(replies[-1]) is True,
+        ),
+        JudgeProtocol(
+            "swerl_llm_judge",
+            ("expected_answer", "options", "grading_mode"),
+            _no_judge,
+            _never,
+            lambda f: f"The second patch is wrong.\n<solution>{f['expected_answer']}</solution>",
+            _all_text,
+            skip=_solution_letter,
+            check=_solution_check,
+            judged=False,
+        ),
+        JudgeProtocol(
+            "ragtruth",
+            ("is_halu", "task_type"),
+            _no_judge,
+            _never,
+            lambda f: json.dumps({"hallucination list": ["the year"] if f["is_halu"] else []}),
+            _output_text_raw,
+            skip=_hallucination,
+            check=_ragtruth_check,
+            judged=False,
+        ),
+        JudgeProtocol(
+            "aalcr",
+            ("question", "answer", "input_tokens_band", "aa_lcr_judge_protocol"),
+            _aalcr_prompts,
+            _aalcr_parse,
+            lambda f: str(f["answer"]),
+            _output_text,
+            skip=_aalcr_skip,
+            check=_aalcr_check,
+        ),
+    )
+}
+
+
+# --- the verifier and the environment ----------------------------------------------
+
+
+class ServerJudge:
+    """Verifies with one NeMo Gym server's judge protocol and the judge `Model` given.
+
+    Each judge request and reply is kept in ``rewards.metadata["judge"]`` (the prompt's
+    sha256 and length, the reply's first `REPLY_LIMIT` characters). A judge that errs,
+    or whose replies hold no verdict NeMo Gym's parser can read, raises
+    `VerifierError(code="judge_failed")`: a failed rollout, never a 0.
+    """
+
+    def __init__(
+        self,
+        judge: Model | None,
+        protocol: JudgeProtocol,
+        *,
+        sampling: Sampling | None = None,
+        model_name: str | None = None,
+    ) -> None:
+        if protocol.judged and not hasattr(judge, "generate"):
+            raise ConfigError(
+                f"{protocol.name} is judged by a model: pass judge= a Model (with async "
+                f"generate), got {judge!r}"
+            )
+        self.judge, self.protocol = judge, protocol
+        self.sampling = sampling if sampling is not None else Sampling(temperature=0.0, top_p=1.0)
+        self.model_name = model_name
+
+    def prompts(self, task: Task, trajectory: Trajectory) -> tuple[str, list[Prompt]]:
+        """The judged text and the judge requests NeMo Gym's server would send."""
+        fields = task.metadata.get("judge_fields")
+        if not isinstance(fields, Mapping):
+            raise VerifierError(
+                f"task {task.id} has no judge_fields: load it with nemo_gym.interop.nemo_gym",
+                code="bad_task",
+            )
+        text = self.protocol.text(trajectory.messages[len(task.messages) :])
+        return text, self.protocol.prompts(fields, text)
+
+    async def _ask(self, prompt: Prompt) -> str:
+        request = ModelRequest(
+            messages=tuple(Message(role=role, content=content) for role, content in prompt),  # type: ignore[arg-type]
+            sampling=self.sampling,
+            model=self.model_name,
+        )
+        if self.judge is None:  # unreachable: __init__ refuses a judged protocol without one
+            raise VerifierError(f"{self.protocol.name} has no judge", code=JUDGE_FAILED)
+        try:
+            response = await self.judge.generate(request)
+        except Exception as exc:  # a ModelError, or an adapter bug: the judge is unusable
+            kind = "" if isinstance(exc, ModelError) else f" ({type(exc).__name__})"
+            raise VerifierError(f"the judge call failed{kind}: {exc}", code=JUDGE_FAILED) from exc
+        return response.message.content or ""
+
+    async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
+        fields = task.metadata.get("judge_fields") or {}
+        text, prompts = self.prompts(task, trajectory)
+        found = self.protocol.skip(fields, text)
+        calls: list[dict[str, Any]] = []
+        if found is None:
+            replies: list[str] = []
+            for prompt in prompts:
+                if replies and not self.protocol.more(replies):
+                    break
+                reply = await self._ask(prompt)
+                replies.append(reply)
+                joined = "\n\n".join(content for _, content in prompt)
+                calls.append(
+                    {
+                        "prompt_sha256": hashlib.sha256(joined.encode()).hexdigest(),
+                        "prompt_chars": len(joined),
+                        "reply": reply[:REPLY_LIMIT],
+                    }
+                )
+            found = self.protocol.parse(replies, fields)
+            if found is None:
+                tail = (replies[-1] if replies else "").rstrip()[-200:]
+                raise VerifierError(
+                    f"{self.protocol.name}: the judge's reply holds no verdict NeMo Gym's "
+                    f"parser can read; it ended with: {tail!r}",
+                    code=JUDGE_FAILED,
+                )
+        return Rewards(
+            reward=found.reward,
+            components={"judge_score": found.reward, **found.components},
+            metadata={
+                "verdict": found.verdict,
+                "extracted_answer": text,
+                "judge_calls": len(calls),
+                "judge": calls,
+            },
+        )
+
+    def __repr__(self) -> str:
+        return f"ServerJudge({self.protocol.name!r}, judge={self.judge!r})"
+
+
+class NeMoGymJudged(DatasetEnv):
+    """A NeMo Gym judge-based server's rows, judged as that server judges them.
+
+    Needs `server=` (one of `PROTOCOLS`) and, for a server judged by a model, `judge=`
+    (any `Model`); `path=` reads the server's JSONL rows (or
+    `nemo_gym.interop.nemo_gym.load`, which also keeps the rows' own input).
+    `judge_model_name` overrides the judge adapter's model per request.
+    """
+
+    name = "nemo_gym"
+    version = "1"
+    domain = "knowledge"
+    verification = "the NeMo Gym server's own judge prompt and verdict parsing, any judge Model"
+    source = "NeMo Gym 0.7.0 judge-based servers' rows (path=)"
+    license = "Apache-2.0"
+    requires = ("judge",)
+
+    def __init__(
+        self,
+        *,
+        server: str,
+        judge: Model | None = None,
+        judge_model_name: str | None = None,
+        path: str | None = None,
+        tasks: Sequence[Task] | None = None,
+    ) -> None:
+        protocol = PROTOCOLS.get(server)
+        if protocol is None:
+            raise ConfigError(
+                f"nemo_gym/{server}: no judge protocol for {server!r}; one of {sorted(PROTOCOLS)}"
+            )
+        self.server = server
+        self.name = f"nemo_gym/{server}"
+        super().__init__(
+            ServerJudge(judge, protocol, model_name=judge_model_name),
+            path=path,
+            tasks=tasks,
+            harness=SingleTurn(),
+        )
+        self.protocol = protocol
+
+    def task_from_row(self, row: Row, split: str) -> Task:
+        from nemo_gym.interop.nemo_gym.servers import SERVERS
+
+        return SERVERS[self.server].task(row, self.server)
+
+    def oracle(self, task: Task) -> Turns:
+        return [Message.assistant(self.protocol.oracle(task.metadata["judge_fields"]))]
+
+    def wrong(self, task: Task) -> Turns:
+        return [Message.assistant("I think the answer is 42, and the statement holds.")]
+
+
+def judged_requires(server: str) -> tuple[str, ...]:
+    """What a judge-based server's environment needs: a judge, unless the policy grades."""
+    return ("judge",) if PROTOCOLS[server].judged else ()
+
+
+def judged_task(row: Row, server: str) -> Task:
+    """A judge-based server's row as a task: its input, and the fields its judge reads."""
+    from nemo_gym.interop.nemo_gym.servers import _task as row_task
+
+    protocol = PROTOCOLS[server]
+    protocol.check(row)
+    fields = {k: row.data[k] for k in protocol.fields if row.data.get(k) is not None}
+    return row_task(row, server, judge_fields=fields)

@@ -1,0 +1,135 @@
+"""The scripted judge of the NeMo Gym comparison, for both sides: our environments (through
+`tests/judges.py:nemo_gym_judge`) and NeMo Gym's servers (`nemo_gym_reference.py` answers
+their judge HTTP calls with it). Plain Python, no imports from either nemo_gym, so the
+reference venv can load it too.
+
+`reply(server, messages)` reads the judge prompt the way a careful grader would (the gold
+and the judged response, from the server's own template) and answers in the server's
+verdict format. A judged response holding `[[judge-reply:"..."]]` (a JSON string) gets
+exactly that reply instead: how the tests script empty or unparseable judge replies.
+Both sides get the same reply only when they send the same prompt, and the comparison
+also checks the prompts themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_FORCED = re.compile(r"\[\[judge-reply:(\".*?\")\]\]", re.S)
+_ABSTAINS = ("i don't know", "i do not know", "not sure")
+
+
+def _text(messages: list[dict[str, Any]]) -> str:
+    parts = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+        parts.append(str(content or ""))
+    return "\n\n".join(parts)
+
+
+def _last(pattern: str, text: str) -> str:
+    found = re.findall(pattern, text, re.S)
+    return found[-1].strip() if found else ""
+
+
+def _graded(prompt: str, abstain: str) -> str:
+    gold = prompt.rsplit("Gold target: ", 1)[-1].split("\n", 1)[0].strip()
+    predicted = prompt.rsplit("Predicted answer: ", 1)[-1]
+    predicted = re.split(r"\n\s*```|\n\s*\n", predicted, maxsplit=1)[0].strip()
+    if any(k in predicted.lower() for k in _ABSTAINS):
+        return abstain
+    return "A" if gold and gold.lower() in predicted.lower() else "B"
+
+
+def _deepsearchqa(prompt: str) -> str:
+    gold = _last(r"<answer>\n(.*?)\n</answer>", prompt)
+    response = _last(r"<response>\n(.*?)\n</response>", prompt).lower()
+    items = [g.strip() for g in gold.split(",") if g.strip()] or [gold]
+    details = {item: item.lower() in response for item in items}
+    verdict = {
+        "Answer Correctness": {
+            "Explanation": "Checked each expected item.",
+            "Correctness Details": details,
+            "Excessive Answers": ["Atlantis"] if "atlantis" in response else [],
+        }
+    }
+    return "Here is my grading.\n```json\n" + json.dumps(verdict, indent=2) + "\n```"
+
+
+def _false_statement(prompt: str) -> str:
+    response = prompt.rsplit("## Model Response ##\n", 1)[-1].lower()
+    points = 2 if "false" in response else 1 if "assume" in response else 0
+    return f"<points>{points}</points>\n<assessment>Scripted.</assessment>"
+
+
+def _frontierscience(prompt: str) -> str:
+    reference = _last(r"The reference answer: (.*?)\n\s*\*\*\*", prompt)
+    attempted = _last(r"The attempted answer: (.*?)\n\s*\*\*\*", prompt)
+    same = reference and reference.lower() in attempted.lower()
+    return f"The attempt {'matches' if same else 'differs'}.\nJudgement: {'YES' if same else 'NO'}"
+
+
+def _text_to_sql(prompt: str) -> str:
+    """Equal when the queries match up to case, spacing and a final semicolon; a query
+    marked /*biased*/ wins only as B (a judge with position bias, for the swap check)."""
+    a = _last(r"<\|Start of SQL Query A\|>\n(.*?)\n<\|End of SQL Query A\|>", prompt)
+    b = _last(r"<\|Start of SQL Query B\|>\n(.*?)\n<\|End of SQL Query B\|>", prompt)
+
+    def norm(q: str) -> str:
+        return " ".join(q.lower().replace("/*biased*/", "").split()).rstrip(";").strip()
+
+    equal = "/*biased*/" not in a and (norm(a) == norm(b) or "/*biased*/" in b)
+    return f"After analyzing both queries, my verdict is {'[[A=B]]' if equal else '[[A!=B]]'}."
+
+
+def _arena(prompt: str) -> str:
+    """The answer that calls itself careful wins; else a tie."""
+    a = _last(r"<\|The Start of Assistant A's Answer\|>\n(.*?)\n<\|The End of Assistant A", prompt)
+    b = _last(r"<\|The Start of Assistant B's Answer\|>\n(.*?)\n<\|The End of Assistant B", prompt)
+    a_good, b_good = "careful" in a.lower(), "careful" in b.lower()
+    verdict = "A>B" if a_good and not b_good else "B>A" if b_good and not a_good else "A=B"
+    if "thorough" in a.lower() and a_good:
+        verdict = "A>>B"
+    return f"My own answer first... My final verdict is: [[{verdict}]]"
+
+
+def _aalcr(prompt: str) -> str:
+    official = _last(r"The OFFICIAL ANSWER: (.*?)\n", prompt)
+    candidate = _last(r"CANDIDATE ANSWER TO ASSESS: (.*?)\n\nReply only", prompt)
+    if not candidate:
+        candidate = _last(r"BEGIN CANDIDATE ANSWER TO ASSESS\n(.*?)\nEND CANDIDATE", prompt)
+    verdict = "CORRECT" if official.lower() in candidate.lower() else "INCORRECT"
+    if "Reply as JSON" in prompt:
+        return json.dumps({"verdict": verdict})
+    return verdict
+
+
+def reply(server: str, messages: list[dict[str, Any]]) -> str:
+    """The scripted judge's reply to `server`'s judge request `messages`."""
+    prompt = _text(messages)
+    forced = _FORCED.search(prompt)
+    if forced:
+        return str(json.loads(forced.group(1)))
+    if server == "simpleqa":
+        return _graded(prompt, "C")
+    if server == "omniscience":
+        return _graded(prompt, "D")
+    if server == "abstention":
+        return _graded(prompt, "C")
+    if server == "frontierscience_judge":
+        return _frontierscience(prompt)
+    if server == "deepsearchqa":
+        return _deepsearchqa(prompt)
+    if server == "false_statement_judge":
+        return _false_statement(prompt)
+    if server == "aalcr":
+        return _aalcr(prompt)
+    if server == "text_to_sql":
+        return _text_to_sql(prompt)
+    if server == "arena_judge":
+        return _arena(prompt)
+    raise KeyError(f"no scripted judge for {server!r}")

@@ -1,0 +1,273 @@
+"""NeMo Gym's judge-based servers (nemo_gym.interop.nemo_gym.judged): their prompts are
+NeMo Gym's, judge failures are failures that reverify can retry, the judge calls are in
+the rollout. The reward comparison with NeMo Gym's own code, reply by reply and prompt by
+prompt, is in test_nemo_gym_servers.py."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from judges import nemo_gym_judge
+
+import nemo_gym as gym
+from interop.nemo_gym_judge import reply
+from nemo_gym.errors import ModelError
+from nemo_gym.interop import nemo_gym as ng
+from nemo_gym.interop.nemo_gym.judged import PROTOCOLS, template
+from nemo_gym.models import ScriptedModel
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nemo_gym"
+WHEEL_PROMPTS = {
+    "simpleqa": "simpleqa/prompts/judge.yaml",
+    "omniscience": "omniscience/prompts/judge.yaml",
+    "false_statement_judge": "false_statement_judge/prompts/judge.yaml",
+    "frontierscience_judge": "frontierscience_judge/prompts/judge.yaml",
+    "arena_judge.hard_prompt": "arena_judge/prompts/arena.yaml",
+    "arena_judge.creative_writing": "arena_judge/prompts/arena_creative.yaml",
+}
+# Prompts NeMo Gym keeps as module constants: (file, constant).
+WHEEL_CONSTANTS = {
+    "abstention": ("abstention/app.py", "_DEFAULT_JUDGE_PROMPT_TEMPLATE"),
+    "aalcr_v1_1.system": ("aalcr/app.py", "V1_1_SYSTEM_PROMPT"),
+    "text_to_sql": ("text_to_sql/prompts.py", "SQL_JUDGE_PROMPT_TEMPLATE"),
+    "text_to_sql.system": ("text_to_sql/prompts.py", "SQL_JUDGE_SYSTEM_MESSAGE"),
+}
+
+
+def _site_packages() -> Path | None:
+    from interop.test_nemo_gym_servers import PYTHON
+
+    found = sorted(Path(PYTHON).parents[1].glob("lib/python3*/site-packages/resources_servers"))
+    return found[0] if found else None
+
+
+def test_the_judge_prompts_are_nemo_gyms_own_files() -> None:
+    """Our copies of the templates against the wheel's files (with the reference venv);
+    the comparison test also checks every prompt sent, word for word."""
+    import yaml
+
+    root = _site_packages()
+    if root is None:
+        pytest.skip("no NeMo Gym reference venv (bash scripts/test-nemo-gym-reference.sh)")
+    for name, path in WHEEL_PROMPTS.items():
+        found = yaml.safe_load((root / path).read_text())
+        assert template(name) == found["user"], name
+        if "system" in found:
+            assert template(f"{name}.system") == found["system"], name
+    assert template("deepsearchqa") == (root / "deepsearchqa" / "judge_prompt.txt").read_text()
+    for name, (path, constant) in WHEEL_CONSTANTS.items():
+        tree = ast.parse((root / path).read_text())
+        (value,) = [
+            node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and getattr(node.targets[0], "id", None) == constant
+            and isinstance(node.value, ast.Constant)
+        ]
+        assert template(name) == value, name
+
+
+def _env(server: str, judge: Any) -> Any:
+    return ng.load(DATA / f"{server}.jsonl", server=server, judge=judge)
+
+
+@pytest.mark.parametrize("server", sorted(PROTOCOLS))
+def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
+    env = _env(server, nemo_gym_judge(server))
+    task = env.tasks()[0]
+    done = asyncio.run(gym.rollout(env, ScriptedModel(env.oracle(task)), task))
+    assert done.ok and done.reward == 1.0
+    calls = done.rewards.metadata["judge"]
+    # Two for the servers that ask again with the answers swapped; none where the policy
+    # itself is the grader.
+    wanted = {"text_to_sql": 2, "arena_judge": 2}.get(server, int(PROTOCOLS[server].judged))
+    assert done.rewards.metadata["judge_calls"] == len(calls) == wanted
+    for call in calls:
+        assert len(call["prompt_sha256"]) == 64 and call["prompt_chars"] > 100 and call["reply"]
+    assert ng.to_row(done)["reward"] == 1.0
+
+
+def test_a_judge_that_errs_is_a_judge_failure_not_a_zero() -> None:
+    env = _env("simpleqa", ScriptedModel([ModelError("judge endpoint down")]))
+    task = env.tasks()[0]
+    done = asyncio.run(gym.rollout(env, ScriptedModel(env.oracle(task)), task))
+    assert done.reward is None and done.failure is not None
+    assert (done.failure.kind, done.failure.code) == ("verifier", "judge_failed")
+    row = ng.to_row(done)
+    assert row["reward"] is None and row["mask_sample"] is True
+
+
+async def test_reverify_judge_failed_only_asks_the_judge_again(tmp_path: Path) -> None:
+    """A run whose judge replied nonsense: reverify --judge-failed-only with a working
+    judge re-scores exactly those rollouts."""
+    env = _env("omniscience", ScriptedModel(lambda request: "no idea, sorry"))
+    await gym.collect(env, gym.models.ScriptedModel(lambda r: "1989"), output=tmp_path)
+    failed = [json.loads(line) for line in (tmp_path / "failures.jsonl").read_text().splitlines()]
+    assert len(failed) == 5
+    fixed = _env("omniscience", nemo_gym_judge("omniscience"))
+    result = await gym.reverify(tmp_path, env=fixed, judge_failed_only=True)
+    again = {r.task_id: r for r in gym.read_rollouts(result.output)}
+    assert all(r.ok for r in again.values())
+    # "1989" is the gold of the second row only.
+    assert {k: r.reward for k, r in again.items()} == {
+        f"omniscience-{i}": float(i == 1) for i in range(5)
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _judge_server(port: int, server: str) -> ThreadingHTTPServer:
+    """An OpenAI-compatible judge on loopback, answering as the scripted judge does."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            text = reply(server, body["messages"])
+            payload = {
+                "id": "chat-judge",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": text},
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+            data = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+async def test_reverify_rebuilds_the_judge_from_the_run(tmp_path: Path) -> None:
+    """`gym eval reverify RUN --judge-failed-only` needs nothing but the run: its run.json
+    names the judge model, which is built again (here: a judge that was down, then up)."""
+    port = _free_port()
+    judge = gym.models.OpenAIChat("judge-model", base_url=f"http://127.0.0.1:{port}/v1")
+    env = ng.load(DATA / "simpleqa.jsonl", server="simpleqa", judge=judge, limit=2)
+    await gym.collect(env, ScriptedModel(lambda r: "Paris"), output=tmp_path)
+    assert all(r.failure.code == "judge_failed" for r in gym.read_rollouts(tmp_path))
+    httpd = await asyncio.to_thread(_judge_server, port, "simpleqa")
+    try:
+        result = await gym.reverify(tmp_path, judge_failed_only=True)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    again = {r.task_id: r for r in gym.read_rollouts(result.output)}
+    # "Paris" is the gold of the second row only.
+    assert {k: r.reward for k, r in again.items()} == {"simpleqa-0": 0.0, "simpleqa-1": 1.0}
+    assert again["simpleqa-1"].rewards.metadata["judge"][0]["reply"] == "A"
+
+
+def test_aalcr_rows_must_match_the_judge_protocol() -> None:
+    row = json.loads((DATA / "aalcr.jsonl").read_text().splitlines()[0])
+    with pytest.raises(gym.errors.ConfigError, match="row 0: field 'aa_lcr_judge_protocol'"):
+        ng.load([{**row, "aa_lcr_judge_protocol": "v9"}], server="aalcr", judge=None)
+    with pytest.raises(gym.errors.ConfigError, match="row 0: field 'aa_lcr_version'"):
+        ng.load([{**row, "aa_lcr_judge_protocol": "official_v1_1"}], server="aalcr", judge=None)
+
+
+def test_aalcr_v1_1_asks_for_json_with_its_system_prompt() -> None:
+    fields = {
+        "question": "Q?",
+        "answer": "A",
+        "input_tokens_band": "<80k",
+        "aa_lcr_judge_protocol": "official_v1_1",
+    }
+    ((system, user),) = PROTOCOLS["aalcr"].prompts(fields, "A")
+    assert system[0] == "system" and system[1].startswith("Decide whether the CANDIDATE")
+    assert user[1].endswith("Reply as JSON, with a verdict of CORRECT or INCORRECT.")
+    parse = PROTOCOLS["aalcr"].parse
+    assert parse(['{"verdict": "CORRECT"}'], fields).reward == 1.0
+    assert parse(['{"verdict": "CORRECT", "why": "x"}'], fields) is None
+    assert parse(["CORRECT"], fields) is None
+
+
+def test_aalcr_scores_a_blank_answer_0_without_asking_its_judge() -> None:
+    """As NeMo Gym's aalcr does (`invalid_model_response`); our runner already records a
+    whitespace-only reply as the model's failure, so this guards other harnesses."""
+    env = _env("aalcr", ScriptedModel([ModelError("must not be asked")]))
+    task = env.tasks()[0]
+    trajectory = gym.Trajectory(messages=(*task.messages, gym.Message.assistant(" \n")))
+    rewards = asyncio.run(env.verifier.verify(task, trajectory))
+    assert rewards.reward == 0.0 and rewards.metadata["judge_calls"] == 0
+
+
+def test_unknown_server_is_a_clear_error() -> None:
+    with pytest.raises(gym.errors.ConfigError, match="unsupported NeMo Gym server 'nope'"):
+        gym.make("nemo_gym/nope", judge=ScriptedModel(["A"]))
+    with pytest.raises(gym.errors.ConfigError, match="needs source="):
+        gym.make("nemo_gym/wordle")  # not judge-based: its rows are the way in
+    env = gym.make(
+        "nemo_gym/simpleqa", judge=ScriptedModel(["A"]), path=str(DATA / "simpleqa.jsonl")
+    )
+    assert env.name == "nemo_gym/simpleqa" and len(env.tasks()) == 5
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    replies=st.lists(st.text(max_size=300), min_size=2, max_size=2),
+    server=st.sampled_from(sorted(PROTOCOLS)),
+)
+def test_verdict_parsers_never_raise_and_stay_in_range(replies: list[str], server: str) -> None:
+    """Any judge replies (two, for the servers that ask twice): a verdict in [0, 1] or
+    None (a judge failure), never an exception."""
+    fields = {"aa_lcr_judge_protocol": "legacy_v1_0", "answer": "x", "question": "q"}
+    found = PROTOCOLS[server].parse(replies, fields)
+    assert found is None or 0.0 <= found.reward <= 1.0
+
+
+ROW_FIELDS = {
+    "expected_judgement": "Judgement: Yes",
+    "expected_answer": "B",
+    "correct_index": 2,
+    "options": [{"A": "x"}, {"B": "y"}],
+    "grading_mode": "lenient",
+    "sql": "SELECT 1;",
+    "sql_dialect": "sqlite",
+    "sql_prompt": "q",
+    "question": "q",
+    "answer": "a",
+    "baseline_answer": "b",
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=300), server=st.sampled_from(sorted(PROTOCOLS)))
+def test_reply_readers_never_raise(text: str, server: str) -> None:
+    """Any policy reply: the text extraction, the no-judge verdicts (the graders' label
+    comparisons, an empty answer, \\boxed{[IDK]}) and the judge prompts never raise."""
+    protocol = PROTOCOLS[server]
+    judged = protocol.text([gym.Message.assistant(text)])
+    found = protocol.skip(ROW_FIELDS, judged)
+    assert found is None or 0.0 <= found.reward <= 1.0
+    if found is None:
+        prompts = protocol.prompts(ROW_FIELDS, judged)
+        assert all(content for prompt in prompts for _, content in prompt)
