@@ -125,7 +125,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "ruler2": ("later", "several NeMo-Skills evaluators, one per row kind, to port"),
     "scale_swe": ("issue 23", _SWE),
     "scicode": ("later", _SANDBOX + " (SciCode's test data file)"),
-    "scicodepile": ("later", _SANDBOX),
     "sec_local_index": ("unsupported", "not a server: a library other servers import"),
     "simpleqa": ("later", _JUDGE + " (CORRECT / INCORRECT / NOT_ATTEMPTED)"),
     "single_step_tool_use_with_argument_comparison": ("later", "one action compared, to port"),

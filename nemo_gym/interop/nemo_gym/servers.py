@@ -488,7 +488,9 @@ _SERVERS = [
     ),
 ]
 
-SERVERS: Mapping[str, Server] = {s.name: s for s in _SERVERS}
+from nemo_gym.interop.nemo_gym.executed import EXECUTED  # noqa: E402 (it needs Server above)
+
+SERVERS: Mapping[str, Server] = {s.name: s for s in [*_SERVERS, *EXECUTED]}
 """Every supported NeMo Gym server by name; `.env` is the built-in environment it runs."""
 
 
