@@ -57,8 +57,16 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "circle_click": ("unsupported", _VISION),
     "circle_count": ("unsupported", _VISION),
     "citation_if": ("later", "its citation grammars, to port"),
-    "code_fim": ("later", _SANDBOX),
-    "competitive_coding_challenges": ("later", _SANDBOX),
+    "code_fim": (
+        "later",
+        _SANDBOX + " (rows carry only a `task_id`: the tests are HumanEval-Infilling's, "
+        "which NeMo Gym's server downloads at start-up; to read from a file the user passes)",
+    ),
+    "competitive_coding_challenges": (
+        "later",
+        _SANDBOX + " (rows carry no tests: NeMo Gym reads them from a `CCC_TEST_FILE` "
+        "JSONL the user supplies, not in the wheel)",
+    ),
     "conversational_tool_use_simulation": ("later", _JUDGE + " (a simulated user)"),
     "critpt": ("unsupported", _WEB + " (Artificial Analysis's grading API)"),
     "cvdp": ("issue 23", _SWE + " (hardware design tools in a container)"),
@@ -66,7 +74,12 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "deepswe": ("issue 23", _SWE),
     "denovo_swe": ("issue 23", _SWE),
     "ether0": ("later", "molecule answers scored with ether0's RDKit rewards"),
-    "evalplus": ("later", _SANDBOX + " (EvalPlus's plus inputs)"),
+    "evalplus": (
+        "later",
+        _SANDBOX + " (rows carry only a `task_id`: the tests are EvalPlus's HumanEval+ / "
+        "MBPP+ release, which NeMo Gym's server downloads at start-up; to read from a "
+        "file the user passes)",
+    ),
     "example_mcp_weather": ("later", "an MCP tool server; through nemo_gym.interop.mcp"),
     "example_multi_turn_gymnasium": ("later", "a Gymnasium-style example game"),
     "example_session_state_mgmt": ("later", "a stateful tool example"),
