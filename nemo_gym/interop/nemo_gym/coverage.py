@@ -52,7 +52,12 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "assaybench": ("later", "text scoring of gene lists against the row's screen hits"),
     "aviary": ("later", "Aviary's environments, each a stateful tool world to port"),
     "bbq": ("later", _JUDGE),
-    "bigcodebench": ("later", _SANDBOX + " (a sandbox image with its libraries)"),
+    "bigcodebench": (
+        "later",
+        _SANDBOX + " (a sandbox image with its libraries: the tests import wordcloud, "
+        "scikit-learn, seaborn, psutil, ..., which NeMo Gym installs in a Python 3.10 "
+        "venv of its own)",
+    ),
     "browsecomp_advanced_harness": ("unsupported", _WEB + " (web search and browsing)"),
     "circle_click": ("unsupported", _VISION),
     "circle_count": ("unsupported", _VISION),
@@ -114,7 +119,11 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "math_formal_lean": ("later", _SANDBOX + " (a Lean 4 and Mathlib image)"),
     "math_proof_judgement": ("later", "a `Judgement: Yes/No` compared with the row's label"),
     "math_with_autograder": ("later", _JUDGE + " (after math-verify)"),
-    "math_with_code": ("later", _SANDBOX + " (a stateful Python tool)"),
+    "math_with_code": (
+        "later",
+        _SANDBOX + " (a Python tool that keeps its globals across a rollout's calls; the "
+        "answer is the last `\\boxed{}` of the reply, else of the tool's output)",
+    ),
     "moldetox": ("later", "molecule edits scored with RDKit fingerprints"),
     "multichallenge": ("later", _JUDGE + " (rubrics)"),
     "nemo_user_sim": ("later", _JUDGE + " (a simulated user)"),
