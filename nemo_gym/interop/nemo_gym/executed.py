@@ -14,6 +14,7 @@ in our sandbox (`CodeVerifier`), with NeMo Gym's pass rule for each server.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from nemo_gym.envs.rows import Row
@@ -51,7 +52,7 @@ def _scicodepile(row: Row, server: str) -> Task:
     )
 
 
-def _scicodepile_options(rows: Any) -> dict[str, Any]:
+def _scicodepile_options(rows: Sequence[Row]) -> dict[str, Any]:
     from nemo_gym.records import ResourceLimits
 
     return {
