@@ -64,7 +64,7 @@ class CodeDatasetEnv(DatasetEnv):
             harness=SingleTurn(system_prompt=SYSTEM),
         )
 
-    def oracle(self, task: Task) -> Turns:
+    def oracle(self, task: Task) -> Turns | None:
         return oracle_turns(task)
 
     def wrong(self, task: Task) -> Turns:

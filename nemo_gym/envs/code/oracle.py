@@ -52,5 +52,9 @@ def oracle_program(task: Task) -> str:
     raise ConfigError(f"task {task.id}: assertion tests need a reference_solution for an oracle")
 
 
-def oracle_turns(task: Task) -> list[Message]:
+def oracle_turns(task: Task) -> list[Message] | None:
+    """The oracle's reply, or None for assertion tests without a reference solution (NeMo
+    Gym's scicodepile rows): there is no program to replay then."""
+    if not task.metadata.get("reference_solution") and "asserts" in task.metadata:
+        return None
     return [Message.assistant(f"Here is my solution.\n\n{fenced(oracle_program(task))}")]

@@ -109,7 +109,7 @@ class CodeEnv(Env):
             found = [task_from_problem(p) for p in shipped_problems(split)]
         return found[:limit] if limit is not None else found
 
-    def oracle(self, task: Task) -> Turns:
+    def oracle(self, task: Task) -> Turns | None:
         return oracle_turns(task)
 
     def wrong(self, task: Task) -> Turns:

@@ -57,20 +57,38 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "assaybench": ("later", "text scoring of gene lists against the row's screen hits"),
     "aviary": ("later", "Aviary's environments, each a stateful tool world to port"),
     "bbq": ("later", _JUDGE),
-    "bigcodebench": ("later", _SANDBOX + " (a sandbox image with its libraries)"),
+    "bigcodebench": (
+        "later",
+        _SANDBOX + " (a sandbox image with its libraries: the tests import wordcloud, "
+        "scikit-learn, seaborn, psutil, ..., which NeMo Gym installs in a Python 3.10 "
+        "venv of its own)",
+    ),
     "browsecomp_advanced_harness": ("unsupported", _WEB + " (web search and browsing)"),
     "circle_click": ("unsupported", _VISION),
     "circle_count": ("unsupported", _VISION),
     "citation_if": ("later", "its citation grammars, to port"),
-    "code_fim": ("later", _SANDBOX),
-    "competitive_coding_challenges": ("later", _SANDBOX),
+    "code_fim": (
+        "later",
+        _SANDBOX + " (rows carry only a `task_id`: the tests are HumanEval-Infilling's, "
+        "which NeMo Gym's server downloads at start-up; to read from a file the user passes)",
+    ),
+    "competitive_coding_challenges": (
+        "later",
+        _SANDBOX + " (rows carry no tests: NeMo Gym reads them from a `CCC_TEST_FILE` "
+        "JSONL the user supplies, not in the wheel)",
+    ),
     "conversational_tool_use_simulation": ("later", _JUDGE + " (a simulated user)"),
     "critpt": ("unsupported", _WEB + " (Artificial Analysis's grading API)"),
     "cvdp": ("issue 23", _SWE + " (hardware design tools in a container)"),
     "deepswe": ("issue 23", _SWE),
     "denovo_swe": ("issue 23", _SWE),
     "ether0": ("later", "molecule answers scored with ether0's RDKit rewards"),
-    "evalplus": ("later", _SANDBOX + " (EvalPlus's plus inputs)"),
+    "evalplus": (
+        "later",
+        _SANDBOX + " (rows carry only a `task_id`: the tests are EvalPlus's HumanEval+ / "
+        "MBPP+ release, which NeMo Gym's server downloads at start-up; to read from a "
+        "file the user passes)",
+    ),
     "finance_agent_v2": ("unsupported", _WEB + " (web search and SEC EDGAR)"),
     "finance_sec_search": ("unsupported", _WEB + " (Tavily search)"),
     "fukuyamabench": ("later", "reaction-mechanism pathways scored as text"),
@@ -97,7 +115,11 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "longmt_eval": ("later", "SEGALE document alignment and its metrics, to port"),
     "math_formal_lean": ("later", _SANDBOX + " (a Lean 4 and Mathlib image)"),
     "math_with_autograder": ("later", _JUDGE + " (after math-verify)"),
-    "math_with_code": ("later", _SANDBOX + " (a stateful Python tool)"),
+    "math_with_code": (
+        "later",
+        _SANDBOX + " (a Python tool that keeps its globals across a rollout's calls; the "
+        "answer is the last `\\boxed{}` of the reply, else of the tool's output)",
+    ),
     "moldetox": ("later", "molecule edits scored with RDKit fingerprints"),
     "multichallenge": ("later", _JUDGE + " (rubrics)"),
     "nemo_user_sim": ("later", _JUDGE + " (a simulated user)"),
@@ -118,7 +140,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "ruler2": ("later", "several NeMo-Skills evaluators, one per row kind, to port"),
     "scale_swe": ("issue 23", _SWE_ROWS + "; its f2p_script and pre_commands are not run"),
     "scicode": ("later", _SANDBOX + " (SciCode's test data file)"),
-    "scicodepile": ("later", _SANDBOX),
     "sec_local_index": ("unsupported", "not a server: a library other servers import"),
     "speed_bench": ("unsupported", "measures a vLLM server's decoding throughput, not a reply"),
     "spider2_lite": ("later", "Spider 2.0-Lite's local SQLite databases and gold results"),

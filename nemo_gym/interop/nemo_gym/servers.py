@@ -482,10 +482,11 @@ _SERVERS = [
     *(Server(n, f"nemo_gym/{n}", judged_task, requires=judged_requires(n)) for n in PROTOCOLS),
 ]
 
-# The second round's servers live in their own module, which imports `Server` and `_task`.
+# Later rounds' servers live in modules of their own, which import `Server` and `_task`.
+from nemo_gym.interop.nemo_gym.executed import EXECUTED  # noqa: E402
 from nemo_gym.interop.nemo_gym.extra_servers import EXTRA_SERVERS  # noqa: E402
 
-SERVERS: Mapping[str, Server] = {s.name: s for s in [*_SERVERS, *EXTRA_SERVERS]}
+SERVERS: Mapping[str, Server] = {s.name: s for s in [*_SERVERS, *EXTRA_SERVERS, *EXECUTED]}
 """Every supported NeMo Gym server by name; `.env` is the built-in environment it runs."""
 
 
