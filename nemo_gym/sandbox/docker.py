@@ -65,14 +65,18 @@ LABEL = "nemo_gym.sandbox"
 _WRAPPER = 'echo "$$" >&2; exec "$@"'
 
 # Kills an exec's processes: its process group, then anything still carrying its marker.
-# Rounds repeat because a fork bomb keeps spawning while it is being killed.
+# Rounds repeat because a fork bomb keeps spawning while it is being killed. `kill -9 -PGID`
+# without `--`: dash (Debian's sh) rejects `--` as an illegal number. grep exits 1 when no
+# process carries the marker, 2 when it also met an unreadable environ (a zombie, a process
+# that exited meanwhile) or the shell could not fork: only 1 ends the rounds early.
 _SWEEP = r"""
-[ "$1" -gt 0 ] && kill -9 -- "-$1" 2>/dev/null
+[ "$1" -gt 0 ] && kill -9 "-$1" 2>/dev/null
 i=0
 while [ "$i" -lt 50 ]; do
-    found=$(grep -lzxF "$2" /proc/[0-9]*/environ 2>/dev/null) || break
+    found=$(grep -lzxF "$2" /proc/[0-9]*/environ 2>/dev/null)
+    [ "$?" -eq 1 ] && break
     for f in $found; do p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null; done
-    [ "$1" -gt 0 ] && kill -9 -- "-$1" 2>/dev/null
+    [ "$1" -gt 0 ] && kill -9 "-$1" 2>/dev/null
     i=$((i + 1))
 done
 exit 0
