@@ -307,6 +307,28 @@ async def test_fork_bomb_is_contained(provider: DockerProvider) -> None:
 
 
 @engine
+@pytest.mark.parametrize(
+    ("sweep", "why"),
+    [("exit 1", "left processes alive"), ("sleep 30", "did not finish")],
+    ids=["survivors", "stuck"],
+)
+async def test_a_failed_sweep_kills_the_sandbox(
+    provider: DockerProvider, monkeypatch: pytest.MonkeyPatch, sweep: str, why: str
+) -> None:
+    """A sweep that cannot vouch for the kill: the sandbox is never silently reused."""
+    monkeypatch.setattr("nemo_gym.sandbox.docker._SWEEP", sweep)
+    monkeypatch.setattr("nemo_gym.sandbox.docker._SWEEP_TIMEOUT_S", 2.0)
+    async with provider.start() as box:
+        result = await box.exec("sleep 30", timeout=1)
+        assert result.timed_out and result.exit_code == -9, result
+        with pytest.raises(SandboxError, match=why) as info:
+            await box.exec("echo alive")
+        assert info.value.code == "sandbox_gone"
+        state = (await box.client.request("GET", f"/containers/{box.id}/json")).json() or {}
+        assert not state.get("State", {}).get("Running")
+
+
+@engine
 async def test_cpu_limit_kills_a_spin(provider: DockerProvider) -> None:
     spec = SandboxSpec(limits=ResourceLimits(cpu_seconds=1))
     async with provider.start(spec) as box:
