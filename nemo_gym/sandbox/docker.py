@@ -18,7 +18,8 @@ per-process ulimits (`cpu`, `fsize`, `nofile`) from `ResourceLimits`. Each `exec
 Engine exec whose stdin is written on the hijacked connection and then half-closed.
 A timed-out or cancelled exec is killed inside the container: its process group first,
 then every process still carrying the exec's marker variable (`NEMO_GYM_EXEC`), which
-also catches grandchildren that moved to a session of their own.
+also catches grandchildren that moved to a session of their own. If that sweep cannot
+vouch for the kill, the container is killed and the sandbox refuses every later call.
 
 The container's main process (`cat`, under the engine's `--init`) reads a stdin that
 only this process holds open. When the sandbox's owner dies, even by SIGKILL, the engine
@@ -65,17 +66,22 @@ LABEL = "nemo_gym.sandbox"
 _WRAPPER = 'echo "$$" >&2; exec "$@"'
 
 # Kills an exec's processes: its process group, then anything still carrying its marker.
-# Rounds repeat because a fork bomb keeps spawning while it is being killed.
+# Rounds repeat because a fork bomb keeps spawning while it is being killed. `kill -9 -PGID`
+# without `--`: dash (Debian's sh) rejects `--` as an illegal number. grep exits 1 when no
+# process carries the marker, 2 when it also met an unreadable environ (a zombie, a process
+# that exited meanwhile) or the shell could not fork: only 1 ends the rounds early. Exits 1
+# when its last round still found marked processes: they could not be killed.
 _SWEEP = r"""
-[ "$1" -gt 0 ] && kill -9 -- "-$1" 2>/dev/null
+[ "$1" -gt 0 ] && kill -9 "-$1" 2>/dev/null
 i=0
 while [ "$i" -lt 50 ]; do
-    found=$(grep -lzxF "$2" /proc/[0-9]*/environ 2>/dev/null) || break
+    found=$(grep -lzxF "$2" /proc/[0-9]*/environ 2>/dev/null)
+    [ "$?" -eq 1 ] && break
     for f in $found; do p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null; done
-    [ "$1" -gt 0 ] && kill -9 -- "-$1" 2>/dev/null
+    [ "$1" -gt 0 ] && kill -9 "-$1" 2>/dev/null
     i=$((i + 1))
 done
-exit 0
+[ -z "$found" ]
 """
 
 # network="loopback": the forwarder writes this once its ports are bound.
@@ -353,6 +359,7 @@ class DockerSandbox:
         self._keepalive = keepalive
         self._relay = relay
         self._closed = False
+        self._killed: str | None = None  # why `_kill_container` stopped it
 
     def _abspath(self, path: str) -> str:
         if not isinstance(path, str) or not path:
@@ -362,6 +369,10 @@ class DockerSandbox:
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxError(f"docker sandbox {self.id[:12]} is closed", code="sandbox_closed")
+        if self._killed is not None:
+            raise SandboxError(
+                f"docker sandbox {self.id[:12]} was killed: {self._killed}", code="sandbox_gone"
+            )
 
     async def exec(
         self,
@@ -492,7 +503,11 @@ class DockerSandbox:
         raise SandboxError(f"docker sandbox {self.id[:12]}: exec {exec_id[:12]} never finished")
 
     async def _kill(self, pgid: int | None, marker: str) -> None:
-        """Kill an exec's process group and every process carrying its marker."""
+        """Kill an exec's process group and every process carrying its marker.
+
+        A sweep that cannot start, does not finish or leaves marked processes alive kills
+        the container: a sandbox holding what it could not kill is never reused.
+        """
         created = await self.client.request(
             "POST",
             f"/containers/{self.id}/exec",
@@ -502,20 +517,45 @@ class DockerSandbox:
                 "Cmd": ["sh", "-c", _SWEEP, "sweep", str(pgid or 0), marker],
             },
         )
-        if created.status != 201:
-            # The container is gone: so is every process in it.
+        if created.status in (404, 409):
+            # The container is gone (or stopping): so is every process in it.
             log.debug("docker sandbox %s: no sweep: %s", self.id[:12], created.message())
             return
+        if created.status != 201:
+            await self._kill_container(f"the kill sweep cannot start: {created.message()}")
+            return
+        sweep_id = created.json()["Id"]
         reader, writer = await self.client.hijack(
-            f"/exec/{created.json()['Id']}/start", json_body={"Detach": False, "Tty": False}
+            f"/exec/{sweep_id}/start", json_body={"Detach": False, "Tty": False}
         )
         try:
             async with asyncio.timeout(_SWEEP_TIMEOUT_S):
                 await _read_frames(reader, lambda kind, chunk: None)
         except TimeoutError:
-            log.warning("docker sandbox %s: the kill sweep did not finish", self.id[:12])
+            await self._kill_container("the kill sweep did not finish")
+            return
         finally:
             writer.close()
+        try:
+            status: int | None = await self._exit_code(sweep_id)
+        except SandboxError:
+            status = None
+        if status != 0:
+            await self._kill_container(f"the kill sweep left processes alive (status {status})")
+
+    async def _kill_container(self, why: str) -> None:
+        """Stop the container for good: every later call on this sandbox is a SandboxError."""
+        log.warning("docker sandbox %s: %s; killing the container", self.id[:12], why)
+        self._killed = why
+        response = await self.client.request(
+            "POST", f"/containers/{self.id}/kill", params={"signal": "KILL"}
+        )
+        if response.status not in (204, 404, 409):
+            log.warning(
+                "docker sandbox %s: cannot kill the container: %s",
+                self.id[:12],
+                response.message(),
+            )
 
     async def write_file(self, path: str, data: str | bytes, *, mode: int | None = None) -> None:
         """Write a file (parents created); relative paths are relative to the workdir."""

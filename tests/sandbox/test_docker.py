@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
+import subprocess
 import time
 from pathlib import Path
 
@@ -19,8 +21,10 @@ from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ResourceLimits, SandboxSpec
 from nemo_gym.sandbox import get
 from nemo_gym.sandbox.docker import (
+    _SWEEP,
     DEFAULT_CAP_DROP,
     LABEL,
+    MARKER_VAR,
     DockerProvider,
     EngineClient,
     _read_frames,
@@ -247,16 +251,81 @@ async def test_memory_limit_holds(provider: DockerProvider) -> None:
         assert (await box.exec("echo alive")).stdout == "alive\n"
 
 
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return "gone"
+
+
+def test_sweep_kills_the_group_and_the_marked_despite_unreadable_environs() -> None:
+    """The kill sweep under this host's /bin/sh (Debian's: dash), on processes of our own.
+
+    Regressions: dash's `kill` took `--` for an illegal number, so the group kill never
+    happened; and grep exits 2 when some /proc/<pid>/environ cannot be read (a zombie,
+    which a fork bomb leaves plenty of), which ended the marker rounds before any kill.
+    """
+    marker = f"{MARKER_VAR}={secrets.token_hex(8)}"
+    group = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    marked = subprocess.Popen(
+        ["sleep", "60"],
+        start_new_session=True,
+        env={**os.environ, MARKER_VAR: marker.partition("=")[2]},
+    )
+    zombie = subprocess.Popen(["true"])  # not reaped until the end: its environ reads ESRCH
+    try:
+        for _ in range(500):
+            if _state(zombie.pid) == "Z":
+                break
+            time.sleep(0.01)
+        assert _state(zombie.pid) == "Z"
+        subprocess.run(
+            ["/bin/sh", "-c", _SWEEP, "sweep", str(group.pid), marker], timeout=30, check=True
+        )
+        assert group.wait(timeout=10) == -9
+        assert marked.wait(timeout=10) == -9
+    finally:
+        for proc in (group, marked, zombie):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
 @engine
 async def test_fork_bomb_is_contained(provider: DockerProvider) -> None:
     spec = SandboxSpec(limits=ResourceLimits(processes=32))
     async with provider.start(spec) as box:
         started = time.monotonic()
-        result = await box.exec(["sh", "-c", "f() { f | f & }; f; sleep 30"], timeout=3)
+        # `exec sleep`: a shell that must fork its `sleep` may fail to under the pids limit
+        # and exit early (no deadline, no sweep), which is not what this test checks.
+        result = await box.exec(["sh", "-c", "f() { f | f & }; f; exec sleep 30"], timeout=3)
         assert result.timed_out and time.monotonic() - started < 20, result
         left = await box.exec("ls /proc | grep -c '^[0-9]'")
         assert int(left.stdout) <= 6, left  # init, keep-alive, this exec: nothing of the bomb
         assert (await box.exec("echo alive")).stdout == "alive\n"
+
+
+@engine
+@pytest.mark.parametrize(
+    ("sweep", "why"),
+    [("exit 1", "left processes alive"), ("sleep 30", "did not finish")],
+    ids=["survivors", "stuck"],
+)
+async def test_a_failed_sweep_kills_the_sandbox(
+    provider: DockerProvider, monkeypatch: pytest.MonkeyPatch, sweep: str, why: str
+) -> None:
+    """A sweep that cannot vouch for the kill: the sandbox is never silently reused."""
+    monkeypatch.setattr("nemo_gym.sandbox.docker._SWEEP", sweep)
+    monkeypatch.setattr("nemo_gym.sandbox.docker._SWEEP_TIMEOUT_S", 2.0)
+    async with provider.start() as box:
+        result = await box.exec("sleep 30", timeout=1)
+        assert result.timed_out and result.exit_code == -9, result
+        with pytest.raises(SandboxError, match=why) as info:
+            await box.exec("echo alive")
+        assert info.value.code == "sandbox_gone"
+        state = (await box.client.request("GET", f"/containers/{box.id}/json")).json() or {}
+        assert not state.get("State", {}).get("Running")
 
 
 @engine
