@@ -145,7 +145,9 @@ async def test_fork_bomb(box: WorkerSandbox) -> None:
         pytest.skip(reason)
     marker = _marker()
     started = time.monotonic()
-    result = await box.exec(["sh", "-c", f"f() {{ f | f & }}; f; sleep 30 # {marker}"], timeout=3)
+    result = await box.exec(
+        ["sh", "-c", f"f() {{ f | f & }}; f; exec sleep 30 # {marker}"], timeout=3
+    )
     assert time.monotonic() - started < 15
     assert result.timed_out and not result.ok, result
     assert await _gone(marker) == []
