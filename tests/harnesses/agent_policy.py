@@ -51,23 +51,33 @@ def arguments(tool: gym.ToolSpec, command: str) -> str:
     return json.dumps(args)
 
 
+WRONG_FIX = (
+    "printf 'def add(a, b):\\n    return a * b\\n' > calc.py && echo 'add now adds' > NOTES.md"
+)
+
+
 def step_of(request: gym.ModelRequest) -> int:
     return sum(1 for m in request.messages if m.role == "tool")
 
 
-def policy(request: gym.ModelRequest) -> gym.ModelResponse:
+def policy(request: gym.ModelRequest, steps: tuple[str, ...] = STEPS) -> gym.ModelResponse:
     tool = shell_tool(request)
     step = step_of(request)
     ids = {"prompt_token_ids": [10, step], "completion_token_ids": [1000 + step, 7, 7]}
     if tool is None:
         return gym.ModelResponse(message=gym.Message.assistant("ok"), **ids)
-    if step < len(STEPS):
+    if step < len(steps):
         call = gym.ToolCall(
-            id=f"call_ng{step}", name=tool.name, arguments=arguments(tool, STEPS[step])
+            id=f"call_ng{step}", name=tool.name, arguments=arguments(tool, steps[step])
         )
         message = gym.Message.assistant(f"Step {step + 1}.", tool_calls=(call,))
         return gym.ModelResponse(message=message, finish_reason="tool_calls", **ids)
     return gym.ModelResponse(message=gym.Message.assistant(FINAL), finish_reason="stop", **ids)
+
+
+def wrong_policy(request: gym.ModelRequest) -> gym.ModelResponse:
+    """The same agent steps with a wrong fix (`a * b`): the task must score 0."""
+    return policy(request, (WRONG_FIX, *STEPS[1:]))
 
 
 class FixTheTest(gym.Env):

@@ -1,4 +1,5 @@
-"""CLI coding agents: the real programs, in a `local` sandbox, against a scripted policy.
+"""CLI coding agents: the real programs, in a `local` sandbox and in a Docker container,
+against a scripted policy.
 
 The programs (Codex CLI, Claude Code, OpenCode from npm; mini-SWE-agent from PyPI) are
 installed by `scripts/install-agents.sh` (CI runs it); a test whose program is missing
@@ -6,6 +7,10 @@ skips, naming the command. Each drives the program through one small coding task
 (agent_policy.py) and checks the verification (the original test passes in the
 agent's workdir) and the capture (every model call on the rollout, with the policy's
 token ids, although the program only ever saw text).
+
+The Docker runs use the private engine (`eval "$(bash scripts/docker-engine.sh start)"`,
+which CI runs) and its image, which has python3 but no Node and no agent: the programs
+and their runtime are mounted read-only; a test without an engine skips.
 
 Without the programs, their adapters are still checked against a recording of each
 program's real requests (recorded/*.json.gz: its first and last request of this task).
@@ -16,17 +21,20 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_policy import FINAL, STEPS, FixTheTest, policy, shell_tool
+from agent_policy import FINAL, STEPS, FixTheTest, policy, shell_tool, wrong_policy
 
 import nemo_gym as gym
 from nemo_gym.harnesses.cli import CLIAgent, CommandAdapter
 from nemo_gym.harnesses.cli.adapters import ClaudeCode, Codex, MiniSWEAgent, OpenCode
 from nemo_gym.harnesses.cli.programs import find
 from nemo_gym.models import ScriptedModel
+from nemo_gym.sandbox.docker import DockerProvider
 from nemo_gym.sandbox.local import unavailable_reason
 from nemo_gym.wire import anthropic, openai_chat, openai_responses
 
@@ -48,6 +56,27 @@ needs_local = pytest.mark.skipif(
 )
 
 
+DOCKER_HOST = os.environ.get("NEMO_GYM_DOCKER_HOST") or os.environ.get("DOCKER_HOST")
+DOCKER_IMAGE = os.environ.get("NEMO_GYM_DOCKER_IMAGE", "nemo-gym-test:py")
+
+
+def _no_engine() -> str | None:
+    if not DOCKER_HOST:
+        return "no docker engine: set NEMO_GYM_DOCKER_HOST (scripts/docker-engine.sh start)"
+    path = DOCKER_HOST.removeprefix("unix://")
+    if DOCKER_HOST.startswith(("unix://", "/")) and not os.path.exists(path):
+        return f"no docker engine socket at {path} (scripts/docker-engine.sh start)"
+    return None
+
+
+needs_engine = pytest.mark.skipif(_no_engine() is not None, reason=_no_engine() or "")
+
+
+def docker() -> DockerProvider:
+    """The private engine's test image: python3, no Node, no agent program."""
+    return DockerProvider(host=DOCKER_HOST, image=DOCKER_IMAGE, pull=False)
+
+
 def _installed(name: str) -> None:
     if find(name) is None:
         pytest.skip(
@@ -56,9 +85,11 @@ def _installed(name: str) -> None:
         )
 
 
-async def _run(harness: CLIAgent) -> tuple[gym.Rollout, ScriptedModel]:
+async def _run(
+    harness: CLIAgent, script: Callable[[gym.ModelRequest], gym.ModelResponse] = policy
+) -> tuple[gym.Rollout, ScriptedModel]:
     env = FixTheTest()
-    model = ScriptedModel(policy)
+    model = ScriptedModel(script)
     watch = asyncio.ensure_future(_watch_command_lines(harness))
     try:
         rollout = await gym.rollout(env, model, env.tasks()[0], harness=harness)
@@ -95,6 +126,31 @@ async def _watch_command_lines(harness: CLIAgent) -> list[str]:
 async def test_real_agent_fixes_the_test_and_every_call_is_captured(name: str) -> None:
     _installed(name)
     rollout, model = await _run(HARNESSES[name](timeout=240))
+    _check_fixed(name, rollout, model)
+
+
+@needs_engine
+@pytest.mark.parametrize("name", list(HARNESSES))
+async def test_real_agent_fixes_the_test_in_a_docker_container(name: str) -> None:
+    _installed(name)
+    rollout, model = await _run(HARNESSES[name](provider=docker(), timeout=240))
+    _check_fixed(name, rollout, model)
+
+
+@needs_engine
+@pytest.mark.parametrize("name", list(HARNESSES))
+async def test_real_agent_with_a_wrong_fix_scores_zero_in_a_docker_container(name: str) -> None:
+    _installed(name)
+    rollout, _ = await _run(HARNESSES[name](provider=docker(), timeout=240), wrong_policy)
+    assert rollout.ok, rollout.failure  # the agent ran as it should: its work is wrong
+    assert rollout.reward == 0.0
+    state = rollout.trajectory.final_state
+    assert state["files"]["calc.py"] == "def add(a, b):\n    return a * b\n"
+    assert state["checks"][0]["exit_code"] != 0 and "AssertionError" in state["checks"][0]["stderr"]
+    assert all(c.response.completion_token_ids for c in rollout.trajectory.model_calls)
+
+
+def _check_fixed(name: str, rollout: gym.Rollout, model: ScriptedModel) -> None:
     assert rollout.ok, rollout.failure
     assert rollout.reward == 1.0, rollout.trajectory.final_state
     state = rollout.trajectory.final_state
@@ -177,6 +233,18 @@ async def test_any_cli_agent_through_a_command_adapter() -> None:
     assert rollout.trajectory.final_text == FINAL
 
 
+@needs_engine
+async def test_a_command_adapter_agent_in_a_docker_container() -> None:
+    rollout, _ = await _run(tiny(provider=docker()))
+    assert rollout.ok and rollout.reward == 1.0, rollout.failure
+    assert [c.response.completion_token_ids[0] for c in rollout.trajectory.model_calls] == [
+        1000,
+        1001,
+        1002,
+        1003,
+    ]
+
+
 @needs_local
 async def test_the_process_provider_runs_the_same_agent_unisolated() -> None:
     rollout, _ = await _run(tiny(provider="process"))
@@ -213,10 +281,14 @@ async def test_exit_status_and_timeout_are_failures_with_their_kind() -> None:
     assert (rollout.failure.kind, rollout.failure.code) == ("timeout", "agent_timeout")
 
 
-@needs_local
-async def test_the_program_reaches_only_the_endpoint() -> None:
-    import asyncio
-
+@pytest.mark.parametrize(
+    "provider",
+    [
+        pytest.param("local", marks=needs_local),
+        pytest.param("docker", marks=needs_engine),
+    ],
+)
+async def test_the_program_reaches_only_the_endpoint(provider: str) -> None:
     seen = 0
 
     async def other(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -235,13 +307,13 @@ async def test_the_program_reaches_only_the_endpoint() -> None:
         name="probe",
         command=["python3", "-c", probe.replace("{", "{{").replace("}", "}}")],
     )
-    harness = CLIAgent(adapter, fail_on_exit=True)
+    harness = CLIAgent(adapter, provider=docker() if provider == "docker" else provider)
     env = FixTheTest()
     rollout = await gym.rollout(env, ScriptedModel([]), env.tasks()[0], harness=harness)
     await harness.aclose()
     server.close()
     await server.wait_closed()
-    assert rollout.ok and seen == 0
+    assert rollout.ok and seen == 0, rollout.failure
 
 
 def test_a_command_adapter_survives_its_spec() -> None:
@@ -333,3 +405,37 @@ def test_recorded_real_requests_parse_into_the_request_the_policy_sees(name: str
     assert len(results) >= 2 and all(m.tool_call_id for m in results)
     calls = [c for m in last.messages if m.role == "assistant" for c in m.tool_calls]
     assert [c.id for c in calls][: len(results)] == [m.tool_call_id for m in results]
+
+
+def test_container_providers_show_the_program_read_only() -> None:
+    from nemo_gym.sandbox.apptainer import apptainer_argv
+
+    provider = DockerProvider(host="unix:///nowhere.sock", image="img")
+    spec = Codex(provider=provider, executable="/opt/x/bin/codex").spec_for(4321)
+    assert spec.network == "loopback" and spec.ports == (4321,)
+    assert "disk_bytes" not in spec.options  # a `local` option docker would refuse
+    config = provider._container_config(spec, "img", {**provider.options, **spec.options}, "/n")
+    assert "/opt/x:/opt/x:ro" in config["HostConfig"]["Binds"]
+    sif = spec.model_copy(update={"image": "a.sif"})
+    argv = apptainer_argv("apptainer", sif, "/h", net_dir="/n")
+    assert argv[argv.index("/opt/x:/opt/x:ro") - 1] == "--bind"
+    bad = spec.model_copy(update={"options": {"ro_binds": ["/a:/etc"]}})
+    with pytest.raises(gym.errors.ConfigError, match="ro_binds"):
+        provider._container_config(bad, "img", {**provider.options, **bad.options}, "/n")
+    with pytest.raises(gym.errors.ConfigError, match="ro_binds"):
+        apptainer_argv("apptainer", bad.model_copy(update={"image": "a.sif"}), "/h", net_dir="/n")
+
+
+def test_a_pypi_program_brings_its_interpreter_unless_it_is_the_system_one(
+    tmp_path: Path,
+) -> None:
+    from nemo_gym.harnesses.cli.programs import PROGRAMS
+
+    mini = PROGRAMS["mini-swe-agent"]
+    venv = mini.root(tmp_path)
+    venv.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /opt/pythons/3.11/bin\nversion = 3.11.7\n")
+    assert mini.runtime(tmp_path) == [Path("/opt/pythons/3.11")]
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert mini.runtime(tmp_path) == []  # a container's own /usr is never hidden
+    assert PROGRAMS["codex"].runtime(tmp_path) == []

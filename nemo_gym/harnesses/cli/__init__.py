@@ -301,7 +301,10 @@ class CLIAgent(Described):
         mounts = [*options.get("ro_binds", ()), *self.adapter.mounts()]
         if mounts:
             options["ro_binds"] = list(dict.fromkeys(mounts))
-        options.setdefault("disk_bytes", 1 << 30)
+        if self._sandbox_provider().name == "local":
+            # The workdir and /tmp of `local` are tmpfs of 256 MiB by default: an agent's
+            # caches need more. Other providers use the disk of their container.
+            options.setdefault("disk_bytes", 1 << 30)
         return base.model_copy(
             update={
                 "network": "loopback",

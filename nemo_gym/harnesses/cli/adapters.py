@@ -16,6 +16,7 @@ internet (no update checks, no telemetry). The programs are installed by
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +63,29 @@ class _ProgramAdapter:
     def mounts(self) -> list[str]:
         if self.executable is not None:
             return [str(Path(self.executable).resolve().parent.parent)]
-        return [str(agents_home())]
+        return [str(agents_home()), *map(str, PROGRAMS[self.program].runtime())]
 
     def env(self, launch: AgentLaunch) -> dict[str, str]:
         return {}
 
     def files(self, launch: AgentLaunch) -> dict[str, str]:
         return {}
+
+
+_CODEX_TARGETS = {
+    "x86_64": ("linux-x64", "x86_64-unknown-linux-musl"),
+    "aarch64": ("linux-arm64", "aarch64-unknown-linux-musl"),
+}
+
+
+def _codex_native(root: Path) -> Path | None:
+    """The static binary the `@openai/codex` launcher would exec on this machine."""
+    target = _CODEX_TARGETS.get(platform.machine())
+    if target is None:
+        return None
+    package, triple = target
+    path = root / "node_modules/@openai" / f"codex-{package}" / "vendor" / triple / "bin/codex"
+    return path if path.exists() else None
 
 
 def _toml_string(value: str) -> str:
@@ -86,6 +103,20 @@ class CodexAdapter(_ProgramAdapter):
     name = "codex"
     program = "codex"
     dialect: Dialect = "responses"
+
+    def binary(self) -> str:
+        # The npm package's `codex` is a Node launcher that execs this static binary;
+        # starting it directly needs no Node in the container.
+        launcher = super().binary()
+        if self.executable is not None:
+            return launcher
+        native = _codex_native(PROGRAMS["codex"].root())
+        if native is None:
+            raise ConfigError(
+                f"codex: no native binary for {platform.machine()} under "
+                f"{PROGRAMS['codex'].root()}/node_modules/@openai; reinstall it"
+            )
+        return str(native)
 
     def files(self, launch: AgentLaunch) -> dict[str, str]:
         config = "\n".join(
@@ -107,7 +138,11 @@ class CodexAdapter(_ProgramAdapter):
         return {f"{launch.home}/.codex/config.toml": config}
 
     def env(self, launch: AgentLaunch) -> dict[str, str]:
-        return {"NEMO_GYM_API_KEY": launch.api_key, "CODEX_HOME": f"{launch.home}/.codex"}
+        return {
+            "NEMO_GYM_API_KEY": launch.api_key,
+            "CODEX_HOME": f"{launch.home}/.codex",
+            "CODEX_MANAGED_BY_NPM": "1",  # what the launcher sets: no self-update offers
+        }
 
     def command(self, launch: AgentLaunch) -> list[str]:
         return [

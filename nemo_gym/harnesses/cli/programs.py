@@ -41,6 +41,34 @@ class Program:
         root = self.root(home)
         return root / ("node_modules/.bin" if self.registry == "npm" else "bin") / self.executable
 
+    def runtime(self, home: Path | None = None) -> list[Path]:
+        """Host directories the installed program needs outside `agents_home()`.
+
+        A PyPI program's venv runs the interpreter it was built on: its prefix is shown
+        at the same path in a container, unless it is a system directory (`/usr`), which
+        a container's own would hide; then the image must have that interpreter.
+        """
+        if self.registry != "pypi":
+            return []
+        return [prefix] if (prefix := _venv_base_prefix(self.root(home))) else []
+
+
+SYSTEM_PREFIXES = frozenset({"/", "/usr", "/usr/local", "/bin", "/lib", "/opt", "/root"})
+"""Interpreter prefixes never mounted into a container (its own would be hidden)."""
+
+
+def _venv_base_prefix(venv: Path) -> Path | None:
+    try:
+        config = (venv / "pyvenv.cfg").read_text()
+    except OSError:
+        return None
+    for line in config.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            prefix = Path(value.strip()).resolve().parent  # `home` is the interpreter's bin
+            return None if str(prefix) in SYSTEM_PREFIXES else prefix
+    return None
+
 
 PROGRAMS: dict[str, Program] = {
     p.name: p
