@@ -24,7 +24,7 @@ PROMPT = (
 )
 FIX = "printf 'def add(a, b):\\n    return a + b\\n' > calc.py && echo 'add now adds' > NOTES.md"
 STEPS = (FIX, "python3 test_calc.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
-SHELL_NAMES = ("bash", "shell", "exec_command", "shell_command", "local_shell")
+SHELL_NAMES = ("bash", "shell", "exec_command", "shell_command", "local_shell", "run_shell_command")
 FINAL = "Fixed add in calc.py; the test passes."
 
 
@@ -46,8 +46,11 @@ def arguments(tool: gym.ToolSpec, command: str) -> str:
         value = ["bash", "-lc", command]
     args: dict[str, Any] = {key: value}
     for name in tool.parameters.get("required", []):
-        if name not in args and properties.get(name, {}).get("type") == "string":
+        kind = properties.get(name, {}).get("type")
+        if name not in args and kind == "string":
             args[name] = "run a shell command"
+        elif name not in args and kind == "boolean":
+            args[name] = False  # e.g. Qwen Code's `is_background`
     return json.dumps(args)
 
 

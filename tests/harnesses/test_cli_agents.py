@@ -31,7 +31,15 @@ from agent_policy import FINAL, STEPS, FixTheTest, policy, shell_tool, wrong_pol
 
 import nemo_gym as gym
 from nemo_gym.harnesses.cli import CLIAgent, CommandAdapter
-from nemo_gym.harnesses.cli.adapters import ClaudeCode, Codex, MiniSWEAgent, OpenCode
+from nemo_gym.harnesses.cli.adapters import (
+    ClaudeCode,
+    Codex,
+    KiloCode,
+    MiniSWEAgent,
+    OpenCode,
+    Pi,
+    QwenCode,
+)
 from nemo_gym.harnesses.cli.programs import find
 from nemo_gym.models import ScriptedModel
 from nemo_gym.sandbox.docker import DockerProvider
@@ -39,12 +47,14 @@ from nemo_gym.sandbox.local import unavailable_reason
 from nemo_gym.wire import anthropic, openai_chat, openai_responses
 
 RECORDED = Path(__file__).parent / "recorded"
-HARNESSES = {
+BUILT_IN = {
     "codex": Codex,
     "claude-code": ClaudeCode,
     "opencode": OpenCode,
     "mini-swe-agent": MiniSWEAgent,
 }
+"""The programs tested in containers too, and against recordings of their requests."""
+HARNESSES = {**BUILT_IN, "pi": Pi, "qwen-code": QwenCode, "kilocode": KiloCode}
 PARSERS = {
     "codex": openai_responses.parse_request,
     "claude-code": anthropic.parse_request,
@@ -130,7 +140,7 @@ async def test_real_agent_fixes_the_test_and_every_call_is_captured(name: str) -
 
 
 @needs_engine
-@pytest.mark.parametrize("name", list(HARNESSES))
+@pytest.mark.parametrize("name", list(BUILT_IN))
 async def test_real_agent_fixes_the_test_in_a_docker_container(name: str) -> None:
     _installed(name)
     rollout, model = await _run(HARNESSES[name](provider=docker(), timeout=240))
@@ -138,7 +148,7 @@ async def test_real_agent_fixes_the_test_in_a_docker_container(name: str) -> Non
 
 
 @needs_engine
-@pytest.mark.parametrize("name", list(HARNESSES))
+@pytest.mark.parametrize("name", list(BUILT_IN))
 async def test_real_agent_with_a_wrong_fix_scores_zero_in_a_docker_container(name: str) -> None:
     _installed(name)
     rollout, _ = await _run(HARNESSES[name](provider=docker(), timeout=240), wrong_policy)
@@ -392,7 +402,7 @@ async def test_adapter_files_are_written_owner_only() -> None:
     assert rollout.trajectory.final_state["files"]["NOTES.md"] == "600\n"
 
 
-@pytest.mark.parametrize("name", list(HARNESSES))
+@pytest.mark.parametrize("name", list(BUILT_IN))
 def test_recorded_real_requests_parse_into_the_request_the_policy_sees(name: str) -> None:
     with gzip.open(RECORDED / f"{name}.json.gz", "rt") as f:
         recorded = json.load(f)

@@ -5,8 +5,9 @@
 1. opens a route for the rollout's recording model on a `ModelEndpoint` (started on
    first use, closed with the harness), so every call the program makes is recorded on
    this rollout with the in-process model's token ids;
-2. starts a sandbox with `network="loopback"` whose only reachable host port is the
-   endpoint's, the program's install directory shown read-only;
+2. starts a sandbox (`local`, `docker`, `apptainer`) with `network="loopback"` whose
+   only reachable host port is the endpoint's, the program's install directory shown
+   read-only;
 3. puts the task's files in the workdir (`episode.workspace.setup`, else
    `task.metadata["files"]`), writes the program's config, runs it on the prompt;
 4. once the program ended, kills every process left in its sandbox, takes the workdir
@@ -22,7 +23,11 @@ rollout with that failure; so does a program that exits non-zero (`harness`,
 The adapter says how to start the program, where its config goes and how the model is
 pointed at us (`CLIAdapter`); `CommandAdapter` is that as data, for any program. The
 built-in adapters are in `adapters.py`: `Codex`, `ClaudeCode`, `OpenCode`,
-`MiniSWEAgent`.
+`MiniSWEAgent`, `Pi`, `QwenCode`, `KiloCode`.
+
+The sandbox may be a container (`docker`, `apptainer`): the program and its runtime
+are shown read-only at their host paths (`options["ro_binds"]`), so the task's image
+needs nothing of the agent's.
 """
 
 from __future__ import annotations

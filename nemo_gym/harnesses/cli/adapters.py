@@ -1,4 +1,5 @@
-"""The built-in CLI agents: Codex CLI, Claude Code, OpenCode, mini-SWE-agent.
+"""The built-in CLI agents: Codex CLI, Claude Code, OpenCode, mini-SWE-agent, Pi, Qwen
+Code, KiloCode.
 
 Each is a `CLIAgent` with its adapter: the program's non-interactive command, the
 config that points it at our endpoint, and the environment that keeps it off the
@@ -11,6 +12,9 @@ internet (no update checks, no telemetry). The programs are installed by
 | `ClaudeCode` | `claude -p` | Anthropic Messages | `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` |
 | `OpenCode` | `opencode run` | OpenAI chat | `opencode.json`: an openai-compatible provider |
 | `MiniSWEAgent` | `mini` | OpenAI chat (litellm) | a `--config` file: `api_base`, `api_key` |
+| `Pi` | `pi --print` | OpenAI chat | `~/.pi/agent/models.json`: a custom provider |
+| `QwenCode` | `qwen -p --yolo` | OpenAI chat | `OPENAI_BASE_URL`, `OPENAI_API_KEY` (auth openai) |
+| `KiloCode` | `kilo run` | OpenAI chat | `kilo.json` (`KILO_CONFIG`): as OpenCode's |
 """
 
 from __future__ import annotations
@@ -30,10 +34,16 @@ __all__ = [
     "ClaudeCodeAdapter",
     "Codex",
     "CodexAdapter",
+    "KiloCode",
+    "KiloCodeAdapter",
     "MiniSWEAgent",
     "MiniSWEAgentAdapter",
     "OpenCode",
     "OpenCodeAdapter",
+    "Pi",
+    "PiAdapter",
+    "QwenCode",
+    "QwenCodeAdapter",
 ]
 
 
@@ -312,6 +322,143 @@ class MiniSWEAgentAdapter(_ProgramAdapter):
         ]
 
 
+class KiloCodeAdapter(OpenCodeAdapter):
+    """KiloCode CLI (`@kilocode/cli`), an OpenCode fork: `kilo run`, the same config.
+
+    Started as the platform's native binary (its npm `kilo` is a Node launcher), with
+    the `KILO_*` names of OpenCode's settings.
+    """
+
+    name = "kilocode"
+    program = "kilocode"
+    dialect: Dialect = "chat"
+
+    def binary(self) -> str:
+        launcher = super().binary()
+        if self.executable is not None:
+            return launcher
+        arch = {"x86_64": "x64", "aarch64": "arm64"}.get(platform.machine(), "")
+        root = PROGRAMS[self.program].root() / "node_modules/@kilocode"
+        native = root / f"cli-linux-{arch}" / "bin/kilo"
+        if not native.exists():
+            raise ConfigError(f"kilocode: no native binary at {native}; reinstall it")
+        return str(native)
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        return {f"{launch.home}/kilo.json": json.dumps(self.config(launch), indent=1)}
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        native = Path(self.binary()).parent
+        return {
+            "KILO_CONFIG": f"{launch.home}/kilo.json",
+            "KILO_DISABLE_AUTOUPDATE": "1",
+            "KILO_DISABLE_MODELS_FETCH": "1",
+            "KILO_DISABLE_LSP_DOWNLOAD": "1",
+            "KILO_DISABLE_DEFAULT_PLUGINS": "1",
+            "KILO_DISABLE_SHARE": "1",
+            "KILO_DISABLE_CLAUDE_CODE": "1",
+            "KILO_DISABLE_SESSION_INGEST": "1",
+            "KILO_DISABLE_CODEBASE_INDEXING": "1",
+            "KILO_TELEMETRY_LEVEL": "off",
+            "KILO_TREE_SITTER_WASM_DIR": str(native / "tree-sitter"),
+            "XDG_CONFIG_HOME": f"{launch.home}/.config",
+            "XDG_DATA_HOME": f"{launch.home}/.local/share",
+            "XDG_CACHE_HOME": f"{launch.home}/.cache",
+            "XDG_STATE_HOME": f"{launch.home}/.local/state",
+        }
+
+
+class PiAdapter(_ProgramAdapter):
+    """Pi (`@mariozechner/pi-coding-agent`): `pi -p`, a `models.json` provider on chat.
+
+    Its tools are `read`, `bash`, `edit`, `write`. `PI_OFFLINE=1` stops its start-up
+    network calls (update checks, install telemetry).
+    """
+
+    name = "pi"
+    program = "pi"
+    dialect: Dialect = "chat"
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        provider = {
+            "baseUrl": launch.base_url,
+            "api": "openai-completions",
+            "apiKey": "NEMO_GYM_API_KEY",  # the name of the variable that holds it
+            # a plain chat server: system messages, no reasoning_effort
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": [{"id": launch.model, "reasoning": False, "input": ["text"]}],
+        }
+        models = {"providers": {"nemo_gym": provider}}
+        settings = {"enableInstallTelemetry": False}
+        agent_dir = f"{launch.home}/.pi/agent"
+        return {
+            f"{agent_dir}/models.json": json.dumps(models, indent=1),
+            f"{agent_dir}/settings.json": json.dumps(settings),
+        }
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {
+            "NEMO_GYM_API_KEY": launch.api_key,
+            "PI_CODING_AGENT_DIR": f"{launch.home}/.pi/agent",
+            "PI_OFFLINE": "1",
+            "PI_TELEMETRY": "0",
+        }
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        return [
+            self.binary(),
+            "--print",
+            "--no-session",
+            "--provider",
+            "nemo_gym",
+            "--model",
+            launch.model,
+            *self.args,
+            launch.prompt,
+        ]
+
+
+class QwenCodeAdapter(_ProgramAdapter):
+    """Qwen Code (`@qwen-code/qwen-code`): `qwen -p --yolo`, OpenAI auth on chat.
+
+    Pointed at us by `OPENAI_BASE_URL` / `OPENAI_API_KEY` / `OPENAI_MODEL` with the
+    `openai` auth type; its shell tool is `run_shell_command`.
+    """
+
+    name = "qwen-code"
+    program = "qwen-code"
+    dialect: Dialect = "chat"
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        settings = {
+            "security": {"auth": {"selectedType": "openai"}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "telemetry": {"enabled": False},
+        }
+        return {f"{launch.home}/.qwen/settings.json": json.dumps(settings, indent=1)}
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {
+            "OPENAI_BASE_URL": launch.base_url,
+            "OPENAI_API_KEY": launch.api_key,
+            "OPENAI_MODEL": launch.model,
+        }
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        return [
+            self.binary(),
+            "--auth-type",
+            "openai",
+            "--model",
+            launch.model,
+            "--yolo",
+            *self.args,
+            "-p",
+            launch.prompt,
+        ]
+
+
 class Codex(CLIAgent):
     """Codex CLI in a sandbox against our endpoint (see `CodexAdapter`)."""
 
@@ -358,3 +505,30 @@ class MiniSWEAgent(CLIAgent):
     ):
         adapter = MiniSWEAgentAdapter(executable=executable, args=args, step_limit=step_limit)
         super().__init__(adapter, **options)
+
+
+class Pi(CLIAgent):
+    """Pi in a sandbox against our endpoint (see `PiAdapter`)."""
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
+        super().__init__(PiAdapter(executable=executable, args=args), **options)
+
+
+class QwenCode(CLIAgent):
+    """Qwen Code in a sandbox against our endpoint (see `QwenCodeAdapter`)."""
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
+        super().__init__(QwenCodeAdapter(executable=executable, args=args), **options)
+
+
+class KiloCode(CLIAgent):
+    """KiloCode CLI in a sandbox against our endpoint (see `KiloCodeAdapter`)."""
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
+        super().__init__(KiloCodeAdapter(executable=executable, args=args), **options)
