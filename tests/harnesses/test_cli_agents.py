@@ -22,6 +22,7 @@ import asyncio
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from nemo_gym.harnesses.cli.adapters import (
     QwenCode,
 )
 from nemo_gym.harnesses.cli.programs import find
+from nemo_gym.harnesses.cli.segments import Segments, message_key
 from nemo_gym.models import ScriptedModel
 from nemo_gym.sandbox.docker import DockerProvider
 from nemo_gym.sandbox.local import unavailable_reason
@@ -194,7 +196,10 @@ base, key = os.environ["AGENT_BASE_URL"], os.environ["AGENT_API_KEY"]
 tools = [{"type": "function", "function": {"name": "bash", "parameters": {
     "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
 messages = [{"role": "system", "content": "You are tiny."}, {"role": "user", "content": task}]
-for _ in range(10):
+compact_after = int(os.environ.get("AGENT_COMPACT_AFTER", "0"))
+for turn in range(10):
+    if compact_after and turn == compact_after:  # its context "filled": a summary instead
+        messages = [messages[0], {"role": "user", "content": task + "\n(Summary: started.)"}]
     body = json.dumps({"model": model, "messages": messages, "tools": tools}).encode()
     request = urllib.request.Request(base + "/chat/completions", body, {
         "content-type": "application/json", "authorization": "Bearer " + key})
@@ -210,12 +215,16 @@ for _ in range(10):
 """
 
 
-def tiny(**options: Any) -> CLIAgent:
+def tiny(compact_after: int = 0, **options: Any) -> CLIAgent:
     adapter = CommandAdapter(
         name="tiny",
         dialect="chat",
         command=["python3", "{home}/agent.py", "{model}", "{prompt}"],
-        env={"AGENT_BASE_URL": "{base_url}", "AGENT_API_KEY": "{api_key}"},
+        env={
+            "AGENT_BASE_URL": "{base_url}",
+            "AGENT_API_KEY": "{api_key}",
+            "AGENT_COMPACT_AFTER": str(compact_after),
+        },
         files={"{home}/agent.py": TINY_AGENT.replace("{", "{{").replace("}", "}}")},
     )
     return CLIAgent(adapter, **options)
@@ -241,6 +250,65 @@ async def test_any_cli_agent_through_a_command_adapter() -> None:
         "assistant",
     ]
     assert rollout.trajectory.final_text == FINAL
+
+
+def _tokens(message: gym.Message) -> list[int]:
+    """A stand-in tokenizer: one stable id per message (what a re-sent turn keeps)."""
+    return [zlib.crc32(repr(message_key(message)).encode()) % 50_000]
+
+
+def chained(request: gym.ModelRequest) -> gym.ModelResponse:
+    """`policy` with token ids that chain as a real tokenizer's do: each call's prompt
+    ids are its messages' ids, so they extend the previous call's prompt and reply."""
+    response = policy(request)
+    prompt = [t for m in request.messages for t in _tokens(m)]
+    return response.model_copy(
+        update={"prompt_token_ids": prompt, "completion_token_ids": _tokens(response.message)}
+    )
+
+
+@needs_local
+async def test_a_compacted_conversation_is_a_segment_of_its_own_never_one_sequence() -> None:
+    rollout, _ = await _run(tiny(compact_after=2), chained)
+    assert rollout.ok and rollout.reward == 1.0, rollout.failure
+    trajectory = rollout.trajectory
+    agents = [c.request.agent for c in trajectory.model_calls]
+    # two calls, then the summary replaced the turns: the rest is another conversation
+    assert agents == ["tiny/0", "tiny/0", "tiny/1", "tiny/1", "tiny/1", "tiny/1"]
+    with pytest.raises(gym.errors.HarnessError, match="2 agents"):
+        trajectory.token_trace()
+    traces = trajectory.token_traces()
+    assert list(traces) == ["tiny/0", "tiny/1"]
+    first = traces["tiny/0"]
+    # system, user, reply 1, the tool result, reply 2
+    assert first.loss_mask == [0, 0, 1, 0, 1]
+    sample = gym.training.sample(rollout)
+    assert not sample.trainable and "agents" in (sample.excluded or "")
+
+
+async def test_segments_follow_the_conversation_each_call_continues() -> None:
+    seen: list[str | None] = []
+
+    def record(request: gym.ModelRequest) -> gym.ModelResponse:
+        seen.append(request.agent)
+        return gym.ModelResponse(message=gym.Message.assistant(f"reply {len(seen)}"))
+
+    segments = Segments(ScriptedModel(record), "prog")
+    system, user = gym.Message.system("s"), gym.Message.user("task")
+    main = [system, user]
+    reply = await segments.generate(gym.ModelRequest(messages=tuple(main)))
+    main += [reply.message, gym.Message.user("go on")]
+    title = [gym.Message.system("write a title"), user]
+    await segments.generate(gym.ModelRequest(messages=tuple(title)))  # a side request
+    # the main conversation resumes after the side request, its reply re-sent reformatted
+    resent = [*main[:2], gym.Message.assistant(" reply 1\n"), main[3]]
+    reply = await segments.generate(gym.ModelRequest(messages=tuple(resent)))
+    compacted = [system, gym.Message.user("summary of the task so far")]
+    await segments.generate(gym.ModelRequest(messages=tuple(compacted)))
+    named = gym.ModelRequest(messages=tuple(compacted), agent="critic")
+    await segments.generate(named)  # a harness's own agent name is kept
+    assert seen == ["prog/0", "prog/1", "prog/0", "prog/2", "critic"]
+    assert segments.count == 3
 
 
 @needs_engine

@@ -43,6 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 from nemo_gym.endpoint import Dialect, ModelEndpoint, Route
 from nemo_gym.errors import ConfigError, HarnessError, RolloutTimeout
 from nemo_gym.harnesses import opening_messages
+from nemo_gym.harnesses.cli.segments import Segments
 from nemo_gym.harnesses.cli.workspace import (
     AgentFiles,
     FilesWorkspace,
@@ -329,7 +330,7 @@ class CLIAgent(Described):
 
     async def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]:
         endpoint = self.endpoint
-        route = await endpoint.route(model)
+        route = await endpoint.route(Segments(model, self.adapter.name))
         provider = self._sandbox_provider()
         try:
             async with contextlib.AsyncExitStack() as stack:
