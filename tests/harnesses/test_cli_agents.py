@@ -181,6 +181,10 @@ def _check_fixed(name: str, rollout: gym.Rollout, model: ScriptedModel) -> None:
     # the test's output went back to the model through the program
     second_result = [m for m in agent_calls[2].request.messages if m.role == "tool"][1]
     assert "ok" in (second_result.content or "")
+    # the program's tool runs joined into the trajectory, by the ids the policy gave
+    results = rollout.trajectory.tool_results
+    assert [r.call_id for r in results[:2]] == ["call_ng0", "call_ng1"], results
+    assert "ok" in results[1].output
     # the trajectory is the program's last conversation
     assert rollout.messages[-1] == calls[-1].response.message
     if name != "mini-swe-agent":
@@ -250,6 +254,11 @@ async def test_any_cli_agent_through_a_command_adapter() -> None:
         "assistant",
     ]
     assert rollout.trajectory.final_text == FINAL
+    # what the program ran, as it reported it back to the model, joined by call id
+    results = rollout.trajectory.tool_results
+    assert [(r.call_id, r.name) for r in results] == [(f"call_ng{i}", "bash") for i in range(3)]
+    assert json.loads(results[1].arguments)["command"] == STEPS[1]
+    assert results[1].output == "ok\n" and results[0].output == ""
 
 
 def _tokens(message: gym.Message) -> list[int]:

@@ -14,7 +14,12 @@
    as data (`take_files`: files only, links leaving it refused) and closes the sandbox;
 5. lets the environment grade those files in a fresh sandbox of the base spec
    (`episode.workspace.collect`), then yields the conversation of the program's last
-   model call.
+   model call and the program's tool runs as it reported them (`ToolResult`s: each
+   tool call joined with the result a later request carried).
+
+Each model call names the conversation it continues (`segments.py`): a side request or
+a compacted history is a segment of its own, never joined with the others into one
+token sequence.
 
 A model failure (or a request the endpoint cannot read) stops the program and fails the
 rollout with that failure; so does a program that exits non-zero (`harness`,
@@ -330,7 +335,8 @@ class CLIAgent(Described):
 
     async def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]:
         endpoint = self.endpoint
-        route = await endpoint.route(Segments(model, self.adapter.name))
+        segments = Segments(model, self.adapter.name)
+        route = await endpoint.route(segments)
         provider = self._sandbox_provider()
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -369,6 +375,8 @@ class CLIAgent(Described):
         self._check_exit(result)
         for message in _conversation(task, route):
             yield message
+        for tool_result in segments.tool_results():
+            yield tool_result
 
     async def _run_program(self, box: Sandbox, launch: AgentLaunch, route: Route) -> ExecResult:
         command = self.adapter.command(launch)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from nemo_gym.errors import ConfigError
 
-__all__ = ["PROGRAMS", "Program", "agents_home", "find", "install"]
+__all__ = ["PROGRAMS", "Program", "agents_home", "find", "install", "install_many"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,23 +106,29 @@ def find(name: str) -> Path | None:
 
 def install(name: str, *, quiet: bool = True) -> Path:
     """Install program `name` (its pinned version) under `agents_home()`; its executable."""
-    program = _program(name)
+    return install_many([name], quiet=quiet)[name]
+
+
+def install_many(names: Sequence[str], *, quiet: bool = True) -> dict[str, Path]:
+    """Install programs `names` (pinned); their executables by name.
+
+    The npm programs go in one `npm install` (one dependency resolution, shared
+    packages fetched once); each PyPI program into its own venv.
+    """
+    programs = [_program(name) for name in dict.fromkeys(names)]
     home = agents_home()
-    if program.registry == "npm":
-        root = program.root(home)
+    npm = [p for p in programs if p.registry == "npm"]
+    if npm:
+        root = npm[0].root(home)
         root.mkdir(parents=True, exist_ok=True)
-        command = [
-            "npm",
-            "install",
-            "--no-fund",
-            "--no-audit",
-            "--prefix",
-            str(root),
-            f"{program.package}@{program.version}",
-        ]
+        command = ["npm", "install", "--no-fund", "--no-audit", "--prefix", str(root)]
+        command += [f"{p.package}@{p.version}" for p in npm]
         if quiet:
             command.append("--silent")
-    else:
+        subprocess.run(command, check=True)
+    for program in programs:
+        if program.registry != "pypi":
+            continue
         venv = program.root(home)
         if not (venv / "bin" / "python").exists():
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -134,11 +141,14 @@ def install(name: str, *, quiet: bool = True) -> Path:
         ]
         if quiet:
             command.append("-q")
-    subprocess.run(command, check=True)
-    path = program.path(home)
-    if not path.exists():
-        raise ConfigError(f"installing {program.package} left no {path}")
-    return path
+        subprocess.run(command, check=True)
+    paths = {}
+    for program in programs:
+        path = program.path(home)
+        if not path.exists():
+            raise ConfigError(f"installing {program.package} left no {path}")
+        paths[program.name] = path
+    return paths
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m nemo_gym.harnesses.cli.programs install [name ...]")
         print(f"programs: {', '.join(PROGRAMS)}; home: {agents_home()}")
         return 2
-    for name in args[1:] or list(PROGRAMS):
-        print(f"{name}: {install(name)}")
+    for name, path in install_many(args[1:] or list(PROGRAMS)).items():
+        print(f"{name}: {path}")
     return 0
 
 

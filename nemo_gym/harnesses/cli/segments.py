@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nemo_gym.protocols import Model
-from nemo_gym.records import Message, ModelRequest, ModelResponse
+from nemo_gym.records import Message, ModelRequest, ModelResponse, ToolResult
 
 __all__ = ["Segments", "message_key"]
 
@@ -53,6 +53,7 @@ class Segments:
         self.model = model
         self.name = name
         self._tails: list[list[tuple[Any, ...]]] = []
+        self._calls: list[tuple[ModelRequest, ModelResponse]] = []
 
     @property
     def count(self) -> int:
@@ -80,4 +81,33 @@ class Segments:
         response = await self.model.generate(request)
         # Concurrent calls of one program (sub-agents) each extend their own tail.
         self._tails[segment] = [message_key(m) for m in (*request.messages, response.message)]
+        self._calls.append((request, response))
         return response
+
+    def tool_results(self) -> list[ToolResult]:
+        """The program's tool runs, as it reported them to the model: each tool call the
+        policy made, joined with the first result a later request carried for its id.
+
+        The program ran them where we cannot see; what it sent back is its observation.
+        A call it never answered (it stopped first, or dropped it) is left out.
+        """
+        outputs: dict[str, str] = {}
+        for request, _ in self._calls:
+            for message in request.messages:
+                if message.role == "tool" and message.tool_call_id:
+                    outputs.setdefault(message.tool_call_id, message.content or "")
+        results: list[ToolResult] = []
+        seen: set[str] = set()
+        for _, response in self._calls:
+            for call in response.message.tool_calls:
+                if call.id in outputs and call.id not in seen:
+                    seen.add(call.id)
+                    results.append(
+                        ToolResult(
+                            call_id=call.id,
+                            name=call.name,
+                            arguments=call.arguments,
+                            output=outputs[call.id],
+                        )
+                    )
+        return results
