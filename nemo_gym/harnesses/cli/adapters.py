@@ -27,7 +27,7 @@ from typing import Any
 from nemo_gym.endpoint import Dialect
 from nemo_gym.errors import ConfigError
 from nemo_gym.harnesses.cli import AgentLaunch, CLIAgent
-from nemo_gym.harnesses.cli.programs import PROGRAMS, agents_home
+from nemo_gym.harnesses.cli.programs import PROGRAMS, agents_home, node_dir
 
 __all__ = [
     "ClaudeCode",
@@ -47,6 +47,10 @@ __all__ = [
 ]
 
 
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The PATH of a Debian-like image, after the directories an adapter puts first."""
+
+
 class _ProgramAdapter:
     """What the built-in adapters share: finding the executable and mounting its home."""
 
@@ -62,6 +66,8 @@ class _ProgramAdapter:
         if self.executable is not None:
             return self.executable
         path = PROGRAMS[self.program].path()
+        if PROGRAMS[self.program].node and not (node_dir() / "node").exists():
+            path = node_dir() / "node"  # the Node it runs on, copied at install
         if not path.exists():
             raise ConfigError(
                 f"{self.name}: {path} is not installed; run "
@@ -80,6 +86,12 @@ class _ProgramAdapter:
 
     def files(self, launch: AgentLaunch) -> dict[str, str]:
         return {}
+
+    def node_path(self) -> dict[str, str]:
+        """PATH with the Node copied beside the programs first (its scripts' `env node`)."""
+        if self.executable is not None or not PROGRAMS[self.program].node:
+            return {}
+        return {"PATH": f"{node_dir()}:{SYSTEM_PATH}"}
 
 
 _CODEX_TARGETS = {
@@ -398,6 +410,7 @@ class PiAdapter(_ProgramAdapter):
 
     def env(self, launch: AgentLaunch) -> dict[str, str]:
         return {
+            **self.node_path(),
             "NEMO_GYM_API_KEY": launch.api_key,
             "PI_CODING_AGENT_DIR": f"{launch.home}/.pi/agent",
             "PI_OFFLINE": "1",
@@ -440,6 +453,7 @@ class QwenCodeAdapter(_ProgramAdapter):
 
     def env(self, launch: AgentLaunch) -> dict[str, str]:
         return {
+            **self.node_path(),
             "OPENAI_BASE_URL": launch.base_url,
             "OPENAI_API_KEY": launch.api_key,
             "OPENAI_MODEL": launch.model,

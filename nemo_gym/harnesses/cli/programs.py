@@ -11,6 +11,7 @@ read-only. `python -m nemo_gym.harnesses.cli.programs install [names]` (what
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -20,7 +21,15 @@ from typing import Literal
 
 from nemo_gym.errors import ConfigError
 
-__all__ = ["PROGRAMS", "Program", "agents_home", "find", "install", "install_many"]
+__all__ = [
+    "PROGRAMS",
+    "Program",
+    "agents_home",
+    "find",
+    "install",
+    "install_many",
+    "node_dir",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +41,8 @@ class Program:
     package: str
     version: str
     executable: str
+    node: bool = False
+    """Its executable is a Node script: it runs on the Node copied beside it (`node_dir`)."""
 
     def root(self, home: Path | None = None) -> Path:
         home = home or agents_home()
@@ -78,11 +89,32 @@ PROGRAMS: dict[str, Program] = {
         Program("claude-code", "npm", "@anthropic-ai/claude-code", "2.1.197", "claude"),
         Program("opencode", "npm", "opencode-ai", "1.18.33", "opencode"),
         Program("mini-swe-agent", "pypi", "mini-swe-agent", "2.4.6", "mini"),
-        Program("pi", "npm", "@mariozechner/pi-coding-agent", "0.73.1", "pi"),
-        Program("qwen-code", "npm", "@qwen-code/qwen-code", "0.24.4", "qwen"),
+        Program("pi", "npm", "@mariozechner/pi-coding-agent", "0.73.1", "pi", node=True),
+        Program("qwen-code", "npm", "@qwen-code/qwen-code", "0.24.4", "qwen", node=True),
         Program("kilocode", "npm", "@kilocode/cli", "7.7.7", "kilo"),
     )
 }
+
+
+def node_dir(home: Path | None = None) -> Path:
+    """Where `install` copies the host's `node` for the Node programs (on their PATH).
+
+    Inside `agents_home()`, so a container sees it with the programs; the host's own
+    lives in `/usr/bin`, which a container's would hide.
+    """
+    return (home or agents_home()) / "npm" / "runtime" / "bin"
+
+
+def _copy_node(home: Path) -> None:
+    found = shutil.which("node")
+    if found is None:
+        raise ConfigError("the Node agent programs need `node` on PATH to install")
+    source = Path(found).resolve()
+    target = node_dir(home) / "node"
+    if target.exists() and target.stat().st_size == source.stat().st_size:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, target)
 
 
 def agents_home() -> Path:
@@ -126,6 +158,8 @@ def install_many(names: Sequence[str], *, quiet: bool = True) -> dict[str, Path]
         if quiet:
             command.append("--silent")
         subprocess.run(command, check=True)
+        if any(p.node for p in npm):
+            _copy_node(home)
     for program in programs:
         if program.registry != "pypi":
             continue
