@@ -164,6 +164,7 @@ _BUILTINS: dict[Kind, dict[str, str]] = {
         "pi": "nemo_gym.harnesses.cli.adapters:Pi",
         "qwen_code": "nemo_gym.harnesses.cli.adapters:QwenCode",
         "kilocode": "nemo_gym.harnesses.cli.adapters:KiloCode",
+        "aider": "nemo_gym.harnesses.cli.adapters:Aider",
         "langgraph": "nemo_gym.interop.langgraph:LangGraphAgent",
         "reflection": "nemo_gym.harnesses.langgraph:Reflection",
         "orchestrator": "nemo_gym.harnesses.langgraph:Orchestrator",

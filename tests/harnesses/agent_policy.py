@@ -83,6 +83,22 @@ def wrong_policy(request: gym.ModelRequest) -> gym.ModelResponse:
     return policy(request, (WRONG_FIX, *STEPS[1:]))
 
 
+AIDER_REPLY = (
+    "calc.py\n```\ndef add(a, b):\n    return a + b\n```\n\nNOTES.md\n```\nadd now adds\n```\n"
+)
+
+
+def whole_file_policy(request: gym.ModelRequest) -> gym.ModelResponse:
+    """For a program without tools that edits by whole files (aider's `whole` format):
+    the fix and NOTES.md, each after its path, when the last user turn is the task (the
+    program's few-shot examples come before it); anything else is answered in text."""
+    users = [m for m in request.messages if m.role == "user"]
+    task = bool(users) and "test_calc.py" in (users[-1].content or "")
+    ids = {"prompt_token_ids": [10, len(users)], "completion_token_ids": [2000, 7, 7]}
+    text = AIDER_REPLY if task else "Done."
+    return gym.ModelResponse(message=gym.Message.assistant(text), finish_reason="stop", **ids)
+
+
 class FixTheTest(gym.Env):
     """One coding task; reward 1 when the original test passes and NOTES.md exists."""
 

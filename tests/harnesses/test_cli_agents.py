@@ -28,11 +28,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_policy import FINAL, STEPS, FixTheTest, policy, shell_tool, wrong_policy
+from agent_policy import (
+    AIDER_REPLY,
+    FINAL,
+    STEPS,
+    FixTheTest,
+    policy,
+    shell_tool,
+    whole_file_policy,
+    wrong_policy,
+)
 
 import nemo_gym as gym
 from nemo_gym.harnesses.cli import CLIAgent, CommandAdapter
 from nemo_gym.harnesses.cli.adapters import (
+    Aider,
     ClaudeCode,
     Codex,
     KiloCode,
@@ -192,6 +202,21 @@ def _check_fixed(name: str, rollout: gym.Rollout, model: ScriptedModel) -> None:
     assert rollout.messages[-1] == calls[-1].response.message
     if name != "mini-swe-agent":
         assert rollout.trajectory.final_text == FINAL
+
+
+@needs_local
+async def test_aider_fixes_the_test_by_whole_file_edits() -> None:
+    # aider has no tools: the policy answers in its edit format, aider writes the files
+    _installed("aider")
+    rollout, model = await _run(Aider(timeout=240), whole_file_policy)
+    assert rollout.ok and rollout.reward == 1.0, (rollout.failure, rollout.trajectory.final_state)
+    calls = rollout.trajectory.model_calls
+    assert len(calls) == len(model.requests) == 1
+    assert calls[0].response.completion_token_ids == [2000, 7, 7]
+    assert calls[0].response.message.content == AIDER_REPLY
+    assert calls[0].request.agent == "aider/0"
+    # its history files went to HOME: nothing of aider's in the graded workdir
+    assert not rollout.trajectory.final_state["refused"]
 
 
 # A program written for the test: the "any CLI agent" path needs no install. It is a
@@ -429,9 +454,9 @@ def _launch() -> Any:
     )
 
 
-@pytest.mark.parametrize("name", list(HARNESSES))
+@pytest.mark.parametrize("name", [*HARNESSES, "aider"])
 def test_adapters_point_the_program_at_the_endpoint(name: str) -> None:
-    adapter = HARNESSES[name](executable="/opt/x/bin/prog").adapter
+    adapter = {**HARNESSES, "aider": Aider}[name](executable="/opt/x/bin/prog").adapter
     launch = _launch()
     text = json.dumps([adapter.files(launch), adapter.env(launch)])
     base = launch.anthropic_base_url if adapter.dialect == "messages" else launch.base_url

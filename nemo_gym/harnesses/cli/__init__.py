@@ -28,7 +28,7 @@ rollout with that failure; so does a program that exits non-zero (`harness`,
 The adapter says how to start the program, where its config goes and how the model is
 pointed at us (`CLIAdapter`); `CommandAdapter` is that as data, for any program. The
 built-in adapters are in `adapters.py`: `Codex`, `ClaudeCode`, `OpenCode`,
-`MiniSWEAgent`, `Pi`, `QwenCode`, `KiloCode`.
+`MiniSWEAgent`, `Pi`, `QwenCode`, `KiloCode`, `Aider`.
 
 The sandbox may be a container (`docker`, `apptainer`): the program and its runtime
 are shown read-only at their host paths (`options["ro_binds"]`), so the task's image

@@ -1,5 +1,5 @@
 """The built-in CLI agents: Codex CLI, Claude Code, OpenCode, mini-SWE-agent, Pi, Qwen
-Code, KiloCode.
+Code, KiloCode, aider.
 
 Each is a `CLIAgent` with its adapter: the program's non-interactive command, the
 config that points it at our endpoint, and the environment that keeps it off the
@@ -15,6 +15,7 @@ internet (no update checks, no telemetry). The programs are installed by
 | `Pi` | `pi --print` | OpenAI chat | `~/.pi/agent/models.json`: a custom provider |
 | `QwenCode` | `qwen -p --yolo` | OpenAI chat | `OPENAI_BASE_URL`, `OPENAI_API_KEY` (auth openai) |
 | `KiloCode` | `kilo run` | OpenAI chat | `kilo.json` (`KILO_CONFIG`): as OpenCode's |
+| `Aider` | `aider --message` | OpenAI chat (litellm) | `OPENAI_API_BASE`, `OPENAI_API_KEY` |
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from nemo_gym.harnesses.cli import AgentLaunch, CLIAgent
 from nemo_gym.harnesses.cli.programs import PROGRAMS, agents_home, node_dir
 
 __all__ = [
+    "Aider",
+    "AiderAdapter",
     "ClaudeCode",
     "ClaudeCodeAdapter",
     "Codex",
@@ -380,6 +383,68 @@ class KiloCodeAdapter(OpenCodeAdapter):
         }
 
 
+class AiderAdapter(_ProgramAdapter):
+    """aider (PyPI `aider-chat`): `aider --message`, litellm on chat completions.
+
+    aider has no tools: the model answers in an edit format (`edit_format`, default
+    `whole`: each changed file in full after its path), and aider writes the files.
+    It runs once on the prompt; `test_cmd` (with `--auto-test`) feeds a failing test's
+    output back for more turns. Git, analytics, update checks and the repo map are off;
+    its history files go to HOME, never the workdir that is graded.
+    """
+
+    name = "aider"
+    program = "aider"
+    dialect: Dialect = "chat"
+
+    def __init__(
+        self,
+        *,
+        executable: str | None = None,
+        args: tuple[str, ...] = (),
+        edit_format: str = "whole",
+        test_cmd: str | None = None,
+    ) -> None:
+        super().__init__(executable=executable, args=args)
+        self.edit_format = edit_format
+        self.test_cmd = test_cmd
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {
+            "OPENAI_API_BASE": launch.base_url,
+            "OPENAI_API_KEY": launch.api_key,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_TELEMETRY": "False",
+        }
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        command = [
+            self.binary(),
+            "--model",
+            f"openai/{launch.model}",
+            "--edit-format",
+            self.edit_format,
+            "--yes-always",
+            "--no-git",
+            "--no-auto-commits",
+            "--no-check-update",
+            "--analytics-disable",
+            "--no-show-model-warnings",
+            "--no-pretty",
+            "--no-stream",
+            "--no-fancy-input",
+            "--map-tokens",
+            "0",
+            "--chat-history-file",
+            f"{launch.home}/aider.chat.md",
+            "--input-history-file",
+            f"{launch.home}/aider.input",
+        ]
+        if self.test_cmd:
+            command += ["--auto-test", "--test-cmd", self.test_cmd]
+        return [*command, *self.args, "--message", launch.prompt]
+
+
 class PiAdapter(_ProgramAdapter):
     """Pi (`@mariozechner/pi-coding-agent`): `pi -p`, a `models.json` provider on chat.
 
@@ -546,3 +611,21 @@ class KiloCode(CLIAgent):
         self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
     ):
         super().__init__(KiloCodeAdapter(executable=executable, args=args), **options)
+
+
+class Aider(CLIAgent):
+    """aider in a sandbox against our endpoint (see `AiderAdapter`)."""
+
+    def __init__(
+        self,
+        *,
+        executable: str | None = None,
+        args: tuple[str, ...] = (),
+        edit_format: str = "whole",
+        test_cmd: str | None = None,
+        **options: Any,
+    ):
+        adapter = AiderAdapter(
+            executable=executable, args=args, edit_format=edit_format, test_cmd=test_cmd
+        )
+        super().__init__(adapter, **options)
