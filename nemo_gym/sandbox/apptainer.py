@@ -103,6 +103,13 @@ def apptainer_argv(
     if writable_tmpfs:
         argv.append("--writable-tmpfs")
     argv += ["--bind", f"{host_workdir}:{workdir}", "--pwd", workdir]
+    for path in spec.options.get("ro_binds", ()):
+        if not isinstance(path, str) or not path.startswith("/") or ":" in path or "," in path:
+            raise ConfigError(
+                f"apptainer: ro_binds entry {path!r} must be an absolute host path "
+                "without ':' or ','"
+            )
+        argv += ["--bind", f"{path}:{path}:ro"]
     if os.geteuid() == 0:
         # root keeps capabilities in the container otherwise (the worker drops them too)
         argv.append("--no-privs")
@@ -125,7 +132,8 @@ class ApptainerProvider(Provider):
     `writable_tmpfs`: a throwaway writable overlay on the image. `extra_args`: more
     `apptainer exec` flags (e.g. `["--nv"]` for GPUs). `use_cgroup`: cap the process
     count with a pids cgroup where one is writable. Options read from
-    `SandboxSpec.options`: `start_timeout` (seconds; image conversion can be slow).
+    `SandboxSpec.options`: `start_timeout` (seconds; image conversion can be slow),
+    `ro_binds` (host paths shown read-only at the same path, as for `local`).
     """
 
     name = "apptainer"

@@ -664,6 +664,15 @@ def _ulimits(limits: ResourceLimits, nproc: int | None = None) -> list[dict[str,
     return out
 
 
+def _ro_bind(path: str) -> str:
+    """`path` on the engine's host, shown read-only at the same path in the container."""
+    if not isinstance(path, str) or not posixpath.isabs(path) or ":" in path or "," in path:
+        raise ConfigError(
+            f"docker: ro_binds entry {path!r} must be an absolute host path without ':' or ','"
+        )
+    return f"{posixpath.normpath(path)}:{posixpath.normpath(path)}:ro"
+
+
 class DockerProvider(Provider):
     """Starts `DockerSandbox`es: one container each, removed on exit.
 
@@ -677,7 +686,9 @@ class DockerProvider(Provider):
     its configured defaults and sets that value, which the host refuses ("error setting
     rlimit type 6"); pass the engine's `ulimit -Hu`. `python`: the image's interpreter,
     which runs the port forwarder of `network="loopback"` (the image needs one then).
-    Spec `options` of the same names override these per sandbox.
+    `ro_binds`: host paths (on the engine's host) shown read-only at the same path in
+    the container, as the `local` provider's option of that name (a CLI agent's program
+    and its runtime). Spec `options` of the same names override these per sandbox.
     """
 
     name = "docker"
@@ -708,6 +719,7 @@ class DockerProvider(Provider):
             "cap_drop": list(cap_drop),
             "nproc": nproc,
             "python": python,
+            "ro_binds": (),
         }
 
     def _container_config(
@@ -727,6 +739,9 @@ class DockerProvider(Provider):
             if not net_dir:
                 raise ConfigError("network='loopback' needs the host relay's socket directory")
             host_config["Binds"] = [f"{net_dir}:{MOUNT}:ro"]
+        binds = [_ro_bind(path) for path in options["ro_binds"] or ()]
+        if binds:
+            host_config["Binds"] = [*host_config.get("Binds", ()), *binds]
         if limits.memory_bytes is not None:
             host_config["Memory"] = limits.memory_bytes
             host_config["MemorySwap"] = limits.memory_bytes  # no swap on top

@@ -24,7 +24,7 @@ PROMPT = (
 )
 FIX = "printf 'def add(a, b):\\n    return a + b\\n' > calc.py && echo 'add now adds' > NOTES.md"
 STEPS = (FIX, "python3 test_calc.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
-SHELL_NAMES = ("bash", "shell", "exec_command", "shell_command", "local_shell")
+SHELL_NAMES = ("bash", "shell", "exec_command", "shell_command", "local_shell", "run_shell_command")
 FINAL = "Fixed add in calc.py; the test passes."
 
 
@@ -46,28 +46,57 @@ def arguments(tool: gym.ToolSpec, command: str) -> str:
         value = ["bash", "-lc", command]
     args: dict[str, Any] = {key: value}
     for name in tool.parameters.get("required", []):
-        if name not in args and properties.get(name, {}).get("type") == "string":
+        kind = properties.get(name, {}).get("type")
+        if name not in args and kind == "string":
             args[name] = "run a shell command"
+        elif name not in args and kind == "boolean":
+            args[name] = False  # e.g. Qwen Code's `is_background`
     return json.dumps(args)
+
+
+WRONG_FIX = (
+    "printf 'def add(a, b):\\n    return a * b\\n' > calc.py && echo 'add now adds' > NOTES.md"
+)
 
 
 def step_of(request: gym.ModelRequest) -> int:
     return sum(1 for m in request.messages if m.role == "tool")
 
 
-def policy(request: gym.ModelRequest) -> gym.ModelResponse:
+def policy(request: gym.ModelRequest, steps: tuple[str, ...] = STEPS) -> gym.ModelResponse:
     tool = shell_tool(request)
     step = step_of(request)
     ids = {"prompt_token_ids": [10, step], "completion_token_ids": [1000 + step, 7, 7]}
     if tool is None:
         return gym.ModelResponse(message=gym.Message.assistant("ok"), **ids)
-    if step < len(STEPS):
+    if step < len(steps):
         call = gym.ToolCall(
-            id=f"call_ng{step}", name=tool.name, arguments=arguments(tool, STEPS[step])
+            id=f"call_ng{step}", name=tool.name, arguments=arguments(tool, steps[step])
         )
         message = gym.Message.assistant(f"Step {step + 1}.", tool_calls=(call,))
         return gym.ModelResponse(message=message, finish_reason="tool_calls", **ids)
     return gym.ModelResponse(message=gym.Message.assistant(FINAL), finish_reason="stop", **ids)
+
+
+def wrong_policy(request: gym.ModelRequest) -> gym.ModelResponse:
+    """The same agent steps with a wrong fix (`a * b`): the task must score 0."""
+    return policy(request, (WRONG_FIX, *STEPS[1:]))
+
+
+AIDER_REPLY = (
+    "calc.py\n```\ndef add(a, b):\n    return a + b\n```\n\nNOTES.md\n```\nadd now adds\n```\n"
+)
+
+
+def whole_file_policy(request: gym.ModelRequest) -> gym.ModelResponse:
+    """For a program without tools that edits by whole files (aider's `whole` format):
+    the fix and NOTES.md, each after its path, when the last user turn is the task (the
+    program's few-shot examples come before it); anything else is answered in text."""
+    users = [m for m in request.messages if m.role == "user"]
+    task = bool(users) and "test_calc.py" in (users[-1].content or "")
+    ids = {"prompt_token_ids": [10, len(users)], "completion_token_ids": [2000, 7, 7]}
+    text = AIDER_REPLY if task else "Done."
+    return gym.ModelResponse(message=gym.Message.assistant(text), finish_reason="stop", **ids)
 
 
 class FixTheTest(gym.Env):

@@ -5,15 +5,21 @@
 1. opens a route for the rollout's recording model on a `ModelEndpoint` (started on
    first use, closed with the harness), so every call the program makes is recorded on
    this rollout with the in-process model's token ids;
-2. starts a sandbox with `network="loopback"` whose only reachable host port is the
-   endpoint's, the program's install directory shown read-only;
+2. starts a sandbox (`local`, `docker`, `apptainer`) with `network="loopback"` whose
+   only reachable host port is the endpoint's, the program's install directory shown
+   read-only;
 3. puts the task's files in the workdir (`episode.workspace.setup`, else
    `task.metadata["files"]`), writes the program's config, runs it on the prompt;
 4. once the program ended, kills every process left in its sandbox, takes the workdir
    as data (`take_files`: files only, links leaving it refused) and closes the sandbox;
 5. lets the environment grade those files in a fresh sandbox of the base spec
    (`episode.workspace.collect`), then yields the conversation of the program's last
-   model call.
+   model call and the program's tool runs as it reported them (`ToolResult`s: each
+   tool call joined with the result a later request carried).
+
+Each model call names the conversation it continues (`segments.py`): a side request or
+a compacted history is a segment of its own, never joined with the others into one
+token sequence.
 
 A model failure (or a request the endpoint cannot read) stops the program and fails the
 rollout with that failure; so does a program that exits non-zero (`harness`,
@@ -22,7 +28,11 @@ rollout with that failure; so does a program that exits non-zero (`harness`,
 The adapter says how to start the program, where its config goes and how the model is
 pointed at us (`CLIAdapter`); `CommandAdapter` is that as data, for any program. The
 built-in adapters are in `adapters.py`: `Codex`, `ClaudeCode`, `OpenCode`,
-`MiniSWEAgent`.
+`MiniSWEAgent`, `Pi`, `QwenCode`, `KiloCode`, `Aider`.
+
+The sandbox may be a container (`docker`, `apptainer`): the program and its runtime
+are shown read-only at their host paths (`options["ro_binds"]`), so the task's image
+needs nothing of the agent's.
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from typing import Any, Protocol, runtime_checkable
 from nemo_gym.endpoint import Dialect, ModelEndpoint, Route
 from nemo_gym.errors import ConfigError, HarnessError, RolloutTimeout
 from nemo_gym.harnesses import opening_messages
+from nemo_gym.harnesses.cli.segments import Segments
 from nemo_gym.harnesses.cli.workspace import (
     AgentFiles,
     FilesWorkspace,
@@ -301,7 +312,10 @@ class CLIAgent(Described):
         mounts = [*options.get("ro_binds", ()), *self.adapter.mounts()]
         if mounts:
             options["ro_binds"] = list(dict.fromkeys(mounts))
-        options.setdefault("disk_bytes", 1 << 30)
+        if self._sandbox_provider().name == "local":
+            # The workdir and /tmp of `local` are tmpfs of 256 MiB by default: an agent's
+            # caches need more. Other providers use the disk of their container.
+            options.setdefault("disk_bytes", 1 << 30)
         return base.model_copy(
             update={
                 "network": "loopback",
@@ -321,7 +335,8 @@ class CLIAgent(Described):
 
     async def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]:
         endpoint = self.endpoint
-        route = await endpoint.route(model)
+        segments = Segments(model, self.adapter.name)
+        route = await endpoint.route(segments)
         provider = self._sandbox_provider()
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -360,6 +375,8 @@ class CLIAgent(Described):
         self._check_exit(result)
         for message in _conversation(task, route):
             yield message
+        for tool_result in segments.tool_results():
+            yield tool_result
 
     async def _run_program(self, box: Sandbox, launch: AgentLaunch, route: Route) -> ExecResult:
         command = self.adapter.command(launch)

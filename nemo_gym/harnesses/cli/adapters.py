@@ -1,4 +1,5 @@
-"""The built-in CLI agents: Codex CLI, Claude Code, OpenCode, mini-SWE-agent.
+"""The built-in CLI agents: Codex CLI, Claude Code, OpenCode, mini-SWE-agent, Pi, Qwen
+Code, KiloCode, aider.
 
 Each is a `CLIAgent` with its adapter: the program's non-interactive command, the
 config that points it at our endpoint, and the environment that keeps it off the
@@ -11,29 +12,46 @@ internet (no update checks, no telemetry). The programs are installed by
 | `ClaudeCode` | `claude -p` | Anthropic Messages | `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` |
 | `OpenCode` | `opencode run` | OpenAI chat | `opencode.json`: an openai-compatible provider |
 | `MiniSWEAgent` | `mini` | OpenAI chat (litellm) | a `--config` file: `api_base`, `api_key` |
+| `Pi` | `pi --print` | OpenAI chat | `~/.pi/agent/models.json`: a custom provider |
+| `QwenCode` | `qwen -p --yolo` | OpenAI chat | `OPENAI_BASE_URL`, `OPENAI_API_KEY` (auth openai) |
+| `KiloCode` | `kilo run` | OpenAI chat | `kilo.json` (`KILO_CONFIG`): as OpenCode's |
+| `Aider` | `aider --message` | OpenAI chat (litellm) | `OPENAI_API_BASE`, `OPENAI_API_KEY` |
 """
 
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 from typing import Any
 
 from nemo_gym.endpoint import Dialect
 from nemo_gym.errors import ConfigError
 from nemo_gym.harnesses.cli import AgentLaunch, CLIAgent
-from nemo_gym.harnesses.cli.programs import PROGRAMS, agents_home
+from nemo_gym.harnesses.cli.programs import PROGRAMS, agents_home, node_dir
 
 __all__ = [
+    "Aider",
+    "AiderAdapter",
     "ClaudeCode",
     "ClaudeCodeAdapter",
     "Codex",
     "CodexAdapter",
+    "KiloCode",
+    "KiloCodeAdapter",
     "MiniSWEAgent",
     "MiniSWEAgentAdapter",
     "OpenCode",
     "OpenCodeAdapter",
+    "Pi",
+    "PiAdapter",
+    "QwenCode",
+    "QwenCodeAdapter",
 ]
+
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The PATH of a Debian-like image, after the directories an adapter puts first."""
 
 
 class _ProgramAdapter:
@@ -51,6 +69,8 @@ class _ProgramAdapter:
         if self.executable is not None:
             return self.executable
         path = PROGRAMS[self.program].path()
+        if PROGRAMS[self.program].node and not (node_dir() / "node").exists():
+            path = node_dir() / "node"  # the Node it runs on, copied at install
         if not path.exists():
             raise ConfigError(
                 f"{self.name}: {path} is not installed; run "
@@ -62,13 +82,35 @@ class _ProgramAdapter:
     def mounts(self) -> list[str]:
         if self.executable is not None:
             return [str(Path(self.executable).resolve().parent.parent)]
-        return [str(agents_home())]
+        return [str(agents_home()), *map(str, PROGRAMS[self.program].runtime())]
 
     def env(self, launch: AgentLaunch) -> dict[str, str]:
         return {}
 
     def files(self, launch: AgentLaunch) -> dict[str, str]:
         return {}
+
+    def node_path(self) -> dict[str, str]:
+        """PATH with the Node copied beside the programs first (its scripts' `env node`)."""
+        if self.executable is not None or not PROGRAMS[self.program].node:
+            return {}
+        return {"PATH": f"{node_dir()}:{SYSTEM_PATH}"}
+
+
+_CODEX_TARGETS = {
+    "x86_64": ("linux-x64", "x86_64-unknown-linux-musl"),
+    "aarch64": ("linux-arm64", "aarch64-unknown-linux-musl"),
+}
+
+
+def _codex_native(root: Path) -> Path | None:
+    """The static binary the `@openai/codex` launcher would exec on this machine."""
+    target = _CODEX_TARGETS.get(platform.machine())
+    if target is None:
+        return None
+    package, triple = target
+    path = root / "node_modules/@openai" / f"codex-{package}" / "vendor" / triple / "bin/codex"
+    return path if path.exists() else None
 
 
 def _toml_string(value: str) -> str:
@@ -86,6 +128,20 @@ class CodexAdapter(_ProgramAdapter):
     name = "codex"
     program = "codex"
     dialect: Dialect = "responses"
+
+    def binary(self) -> str:
+        # The npm package's `codex` is a Node launcher that execs this static binary;
+        # starting it directly needs no Node in the container.
+        launcher = super().binary()
+        if self.executable is not None:
+            return launcher
+        native = _codex_native(PROGRAMS["codex"].root())
+        if native is None:
+            raise ConfigError(
+                f"codex: no native binary for {platform.machine()} under "
+                f"{PROGRAMS['codex'].root()}/node_modules/@openai; reinstall it"
+            )
+        return str(native)
 
     def files(self, launch: AgentLaunch) -> dict[str, str]:
         config = "\n".join(
@@ -107,7 +163,11 @@ class CodexAdapter(_ProgramAdapter):
         return {f"{launch.home}/.codex/config.toml": config}
 
     def env(self, launch: AgentLaunch) -> dict[str, str]:
-        return {"NEMO_GYM_API_KEY": launch.api_key, "CODEX_HOME": f"{launch.home}/.codex"}
+        return {
+            "NEMO_GYM_API_KEY": launch.api_key,
+            "CODEX_HOME": f"{launch.home}/.codex",
+            "CODEX_MANAGED_BY_NPM": "1",  # what the launcher sets: no self-update offers
+        }
 
     def command(self, launch: AgentLaunch) -> list[str]:
         return [
@@ -277,6 +337,207 @@ class MiniSWEAgentAdapter(_ProgramAdapter):
         ]
 
 
+class KiloCodeAdapter(OpenCodeAdapter):
+    """KiloCode CLI (`@kilocode/cli`), an OpenCode fork: `kilo run`, the same config.
+
+    Started as the platform's native binary (its npm `kilo` is a Node launcher), with
+    the `KILO_*` names of OpenCode's settings.
+    """
+
+    name = "kilocode"
+    program = "kilocode"
+    dialect: Dialect = "chat"
+
+    def binary(self) -> str:
+        launcher = super().binary()
+        if self.executable is not None:
+            return launcher
+        arch = {"x86_64": "x64", "aarch64": "arm64"}.get(platform.machine(), "")
+        root = PROGRAMS[self.program].root() / "node_modules/@kilocode"
+        native = root / f"cli-linux-{arch}" / "bin/kilo"
+        if not native.exists():
+            raise ConfigError(f"kilocode: no native binary at {native}; reinstall it")
+        return str(native)
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        return {f"{launch.home}/kilo.json": json.dumps(self.config(launch), indent=1)}
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        native = Path(self.binary()).parent
+        return {
+            "KILO_CONFIG": f"{launch.home}/kilo.json",
+            "KILO_DISABLE_AUTOUPDATE": "1",
+            "KILO_DISABLE_MODELS_FETCH": "1",
+            "KILO_DISABLE_LSP_DOWNLOAD": "1",
+            "KILO_DISABLE_DEFAULT_PLUGINS": "1",
+            "KILO_DISABLE_SHARE": "1",
+            "KILO_DISABLE_CLAUDE_CODE": "1",
+            "KILO_DISABLE_SESSION_INGEST": "1",
+            "KILO_DISABLE_CODEBASE_INDEXING": "1",
+            "KILO_TELEMETRY_LEVEL": "off",
+            "KILO_TREE_SITTER_WASM_DIR": str(native / "tree-sitter"),
+            "XDG_CONFIG_HOME": f"{launch.home}/.config",
+            "XDG_DATA_HOME": f"{launch.home}/.local/share",
+            "XDG_CACHE_HOME": f"{launch.home}/.cache",
+            "XDG_STATE_HOME": f"{launch.home}/.local/state",
+        }
+
+
+class AiderAdapter(_ProgramAdapter):
+    """aider (PyPI `aider-chat`): `aider --message`, litellm on chat completions.
+
+    aider has no tools: the model answers in an edit format (`edit_format`, default
+    `whole`: each changed file in full after its path), and aider writes the files.
+    It runs once on the prompt; `test_cmd` (with `--auto-test`) feeds a failing test's
+    output back for more turns. Git, analytics, update checks and the repo map are off;
+    its history files go to HOME, never the workdir that is graded.
+    """
+
+    name = "aider"
+    program = "aider"
+    dialect: Dialect = "chat"
+
+    def __init__(
+        self,
+        *,
+        executable: str | None = None,
+        args: tuple[str, ...] = (),
+        edit_format: str = "whole",
+        test_cmd: str | None = None,
+    ) -> None:
+        super().__init__(executable=executable, args=args)
+        self.edit_format = edit_format
+        self.test_cmd = test_cmd
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {
+            "OPENAI_API_BASE": launch.base_url,
+            "OPENAI_API_KEY": launch.api_key,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_TELEMETRY": "False",
+        }
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        command = [
+            self.binary(),
+            "--model",
+            f"openai/{launch.model}",
+            "--edit-format",
+            self.edit_format,
+            "--yes-always",
+            "--no-git",
+            "--no-auto-commits",
+            "--no-check-update",
+            "--analytics-disable",
+            "--no-show-model-warnings",
+            "--no-pretty",
+            "--no-stream",
+            "--no-fancy-input",
+            "--map-tokens",
+            "0",
+            "--chat-history-file",
+            f"{launch.home}/aider.chat.md",
+            "--input-history-file",
+            f"{launch.home}/aider.input",
+        ]
+        if self.test_cmd:
+            command += ["--auto-test", "--test-cmd", self.test_cmd]
+        return [*command, *self.args, "--message", launch.prompt]
+
+
+class PiAdapter(_ProgramAdapter):
+    """Pi (`@mariozechner/pi-coding-agent`): `pi -p`, a `models.json` provider on chat.
+
+    Its tools are `read`, `bash`, `edit`, `write`. `PI_OFFLINE=1` stops its start-up
+    network calls (update checks, install telemetry).
+    """
+
+    name = "pi"
+    program = "pi"
+    dialect: Dialect = "chat"
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        provider = {
+            "baseUrl": launch.base_url,
+            "api": "openai-completions",
+            "apiKey": "NEMO_GYM_API_KEY",  # the name of the variable that holds it
+            # a plain chat server: system messages, no reasoning_effort
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": [{"id": launch.model, "reasoning": False, "input": ["text"]}],
+        }
+        models = {"providers": {"nemo_gym": provider}}
+        settings = {"enableInstallTelemetry": False}
+        agent_dir = f"{launch.home}/.pi/agent"
+        return {
+            f"{agent_dir}/models.json": json.dumps(models, indent=1),
+            f"{agent_dir}/settings.json": json.dumps(settings),
+        }
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {
+            **self.node_path(),
+            "NEMO_GYM_API_KEY": launch.api_key,
+            "PI_CODING_AGENT_DIR": f"{launch.home}/.pi/agent",
+            "PI_OFFLINE": "1",
+            "PI_TELEMETRY": "0",
+        }
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        return [
+            self.binary(),
+            "--print",
+            "--no-session",
+            "--provider",
+            "nemo_gym",
+            "--model",
+            launch.model,
+            *self.args,
+            launch.prompt,
+        ]
+
+
+class QwenCodeAdapter(_ProgramAdapter):
+    """Qwen Code (`@qwen-code/qwen-code`): `qwen -p --yolo`, OpenAI auth on chat.
+
+    Pointed at us by `OPENAI_BASE_URL` / `OPENAI_API_KEY` / `OPENAI_MODEL` with the
+    `openai` auth type; its shell tool is `run_shell_command`.
+    """
+
+    name = "qwen-code"
+    program = "qwen-code"
+    dialect: Dialect = "chat"
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        settings = {
+            "security": {"auth": {"selectedType": "openai"}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "telemetry": {"enabled": False},
+        }
+        return {f"{launch.home}/.qwen/settings.json": json.dumps(settings, indent=1)}
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {
+            **self.node_path(),
+            "OPENAI_BASE_URL": launch.base_url,
+            "OPENAI_API_KEY": launch.api_key,
+            "OPENAI_MODEL": launch.model,
+        }
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        return [
+            self.binary(),
+            "--auth-type",
+            "openai",
+            "--model",
+            launch.model,
+            "--yolo",
+            *self.args,
+            "-p",
+            launch.prompt,
+        ]
+
+
 class Codex(CLIAgent):
     """Codex CLI in a sandbox against our endpoint (see `CodexAdapter`)."""
 
@@ -322,4 +583,49 @@ class MiniSWEAgent(CLIAgent):
         **options: Any,
     ):
         adapter = MiniSWEAgentAdapter(executable=executable, args=args, step_limit=step_limit)
+        super().__init__(adapter, **options)
+
+
+class Pi(CLIAgent):
+    """Pi in a sandbox against our endpoint (see `PiAdapter`)."""
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
+        super().__init__(PiAdapter(executable=executable, args=args), **options)
+
+
+class QwenCode(CLIAgent):
+    """Qwen Code in a sandbox against our endpoint (see `QwenCodeAdapter`)."""
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
+        super().__init__(QwenCodeAdapter(executable=executable, args=args), **options)
+
+
+class KiloCode(CLIAgent):
+    """KiloCode CLI in a sandbox against our endpoint (see `KiloCodeAdapter`)."""
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
+        super().__init__(KiloCodeAdapter(executable=executable, args=args), **options)
+
+
+class Aider(CLIAgent):
+    """aider in a sandbox against our endpoint (see `AiderAdapter`)."""
+
+    def __init__(
+        self,
+        *,
+        executable: str | None = None,
+        args: tuple[str, ...] = (),
+        edit_format: str = "whole",
+        test_cmd: str | None = None,
+        **options: Any,
+    ):
+        adapter = AiderAdapter(
+            executable=executable, args=args, edit_format=edit_format, test_cmd=test_cmd
+        )
         super().__init__(adapter, **options)
