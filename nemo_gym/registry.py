@@ -21,8 +21,9 @@ import path of its factory — so it can be rebuilt in another process (a Ray wo
 name registered only in the first process is found again through `spec.target` when
 the caller trusts the spec (`rebuild(spec, trust_code=True)`): a spec read from a file
 otherwise builds only names this process knows.
-Objects built directly (`Arithmetic(seed=3)`) describe themselves the same way: the
-built-in classes remember the keyword arguments they were constructed with
+The spec is carried on the object (`SPEC_ATTRIBUTE`, set by `build`), not kept in a
+table. Objects built directly (`Arithmetic(seed=3)`) describe themselves the same way:
+the built-in classes carry the keyword arguments they were constructed with
 (`Described`), and `spec_of` falls back to the object's type for anything else.
 """
 
@@ -38,12 +39,11 @@ import inspect
 import os
 import re
 import sys
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any, ClassVar, Literal, overload
+from typing import Any, ClassVar, Literal, Self, overload
 
 from pydantic import BaseModel, SecretBytes, SecretStr
 
@@ -56,12 +56,14 @@ from nemo_gym.protocols import (
     Verifier,
     function_of,
 )
-from nemo_gym.spec import KINDS, Kind, Spec, has_opaque
+from nemo_gym.spec import KINDS, Kind, Spec, has_opaque, join_id, split_id
 from nemo_gym.urls import without_credentials
 
 __all__ = [
     "ENTRY_POINT_GROUPS",
+    "INFO_FIELDS",
     "SEARCH_PATH_VARIABLE",
+    "SPEC_ATTRIBUTE",
     "Described",
     "Entry",
     "Kind",
@@ -245,8 +247,18 @@ class Entry:
 
     @property
     def id(self) -> str:
-        return self.name if self.version is None else f"{self.name}@{self.version}"
+        """`name@version` (the bare name when unversioned)."""
+        return join_id(self.name, self.version)
 
+
+INFO_FIELDS: dict[Kind, tuple[str, ...]] = {
+    "env": ("domain", "verification", "description", "source", "license", "requires", "splits"),
+    "model": (),
+    "harness": (),
+    "verifier": (),
+    "sandbox": (),
+}
+"""What `register(kind, name, target, **info)` may say about a name (`EnvInfo`'s fields)."""
 
 LABELS: dict[Kind, str] = {
     "env": "environment",
@@ -289,7 +301,6 @@ def isolated() -> Iterator[Registry]:
         _active.reset(token)
 
 
-_specs: weakref.WeakKeyDictionary[Any, Spec] = weakref.WeakKeyDictionary()
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
 
 
@@ -323,11 +334,6 @@ def _import_path(obj: Any) -> str | None:
     return f"{module}:{qualname}" if found is getattr(obj, "__wrapped__", obj) else None
 
 
-def _split_id(name: str) -> tuple[str, str | None]:
-    base, sep, version = name.partition("@")
-    return base, (version if sep else None)
-
-
 def _version_key(version: str | None) -> tuple[Any, ...]:
     if version is None:
         return ((-1,),)
@@ -343,17 +349,25 @@ def register(
     replace: bool = False,
     **info: Any,
 ) -> Entry:
-    """Register `target` (a class, a factory, or its import path) as `kind` `name`.
+    """Register `target` (a class, a factory, or its import path) as `kind` `name`:
+    `gym.register("env", "my_env", MyEnv)`, then `gym.make("my_env")` /
+    `build("env", "my_env")`. The one way to register anything, of every kind.
 
     An import path (`"mypkg.envs:MyEnv"`) is what makes the name reproducible in another
     process: the spec of everything built under it carries the path. A callable is
-    recorded by its own import path when it has one. `info` is free metadata shown by
-    `gym list` (for environments: domain, description, ...). Registering a name that
+    recorded by its own import path when it has one. `info` is what `gym list` shows
+    (`INFO_FIELDS`: for environments domain, description, ...). Registering a name that
     exists (here or as a built-in) needs `replace=True`.
     """
     kind = _check_kind(kind)
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(f"{kind} name {name!r}: use letters, digits and _ . - /")
+    unknown = set(info) - set(INFO_FIELDS[kind])
+    if unknown:
+        raise ConfigError(
+            f"register({kind!r}, {name!r}): unknown info {', '.join(sorted(unknown))}; "
+            f"a {LABELS[kind]} takes {', '.join(INFO_FIELDS[kind]) or 'none'}"
+        )
     if not (isinstance(target, str) or callable(target)):
         raise ConfigError(f"{kind} {name!r}: target must be callable or 'module:attr'")
     if isinstance(target, str):
@@ -511,9 +525,9 @@ def _candidates(kind: Kind, name: str) -> list[Entry]:
     if registered:
         return list(registered.values())
     builtins = [
-        Entry(kind, key.partition("@")[0], target, "builtin", key.partition("@")[2] or None)
+        Entry(kind, name, target, "builtin", split_id(key)[1])
         for key, target in _BUILTINS[kind].items()
-        if key.partition("@")[0] == name
+        if split_id(key)[0] == name
     ]
     if builtins:
         return builtins
@@ -535,7 +549,7 @@ def lookup(kind: Kind, name: str) -> Entry:
     kind = _check_kind(kind)
     if not isinstance(name, str):
         raise ConfigError(f"a {kind} name must be a string, got {name!r}")
-    base, version = _split_id(name)
+    base, version = split_id(name)
     found = _candidates(kind, base)
     if not found:
         known = names(kind)
@@ -549,9 +563,7 @@ def lookup(kind: Kind, name: str) -> Entry:
         if not exact:  # an unversioned entry whose class declares the version asked for
             exact = [e for e in found if e.version is None and _declared_version(e) == version]
         if not exact:
-            have = ", ".join(
-                e.id if e.version else f"{e.name}@{_declared_version(e)}" for e in found
-            )
+            have = ", ".join(join_id(e.name, e.version or _declared_version(e)) for e in found)
             raise ConfigError(f"{kind} {base!r} has no version {version!r}; have: {have}")
         return exact[0]
     return max(found, key=lambda e: _version_key(e.version))
@@ -572,7 +584,7 @@ def _declared_version(entry: Entry) -> str | None:
 def names(kind: Kind) -> list[str]:
     """Every name of `kind` the registry knows (registered, built-in, plugins)."""
     kind = _check_kind(kind)
-    found = {key.partition("@")[0] for key in _BUILTINS[kind]}
+    found = {split_id(key)[0] for key in _BUILTINS[kind]}
     found.update(active().registered[kind])
     if kind == "env":
         found.update(_local_names())
@@ -699,11 +711,17 @@ def _revive(value: Any, trust_code: bool) -> Any:
     return value
 
 
+SPEC_ATTRIBUTE = "__nemo_gym_spec__"
+"""The attribute `build` stores an object's `Spec` in (read by `spec_of`)."""
+
+
 def remember(obj: Any, spec: Spec) -> None:
-    """Attach `spec` to `obj` (what `build` does); a no-op for objects without weakrefs."""
+    """Attach `spec` to `obj` (what `build` does): the object carries it, so a copy
+    does too and nothing outlives it. A no-op for an object that takes no attributes
+    (`__slots__`, a bound method)."""
     try:
-        _specs[obj] = spec
-    except TypeError:
+        object.__setattr__(obj, SPEC_ATTRIBUTE, spec)
+    except (AttributeError, TypeError):
         pass
 
 
@@ -775,10 +793,10 @@ def _jsonable(value: Any) -> Any:
 
 def _known_spec(value: Any) -> Spec | None:
     try:
-        found = _specs.get(value)
-    except TypeError:
+        found = vars(value).get(SPEC_ATTRIBUTE)
+    except TypeError:  # no __dict__: nothing was attached
         found = None
-    if found is not None:
+    if isinstance(found, Spec):
         return found
     if isinstance(value, Described):
         return value.to_spec()
@@ -818,7 +836,7 @@ def _builtin_name(kind: Kind, cls: type) -> str | None:
     path = f"{cls.__module__}:{cls.__qualname__}"
     for key, target in _BUILTINS[kind].items():
         if target == path:
-            return key.partition("@")[0]
+            return split_id(key)[0]
     for name, versions in active().registered[kind].items():
         if any(e.target_path == path for e in versions.values()):
             return name
@@ -826,48 +844,26 @@ def _builtin_name(kind: Kind, cls: type) -> str | None:
 
 
 class Described:
-    """A class whose instances remember their constructor's keyword arguments.
+    """A class whose instances carry their constructor's keyword arguments.
 
     Subclasses set `spec_kind`; `spec_exclude` names arguments that are never recorded
-    (secrets, large data). `to_spec()` then says how to rebuild the instance and
-    `repr()` shows the options it was given: `SingleTurn(system_prompt='Solve it.')`.
+    (secrets, large data; parameters typed `SecretStr` are excluded too). `to_spec()`
+    then says how to rebuild the instance and `repr()` shows the options it was given:
+    `SingleTurn(system_prompt='Solve it.')`. Nothing is rewritten: `__new__`, which
+    receives the same arguments as `__init__`, binds them to the class's `__init__`
+    signature and stores them on the instance (`_spec_options`) — once per object, so a
+    subclass calling `super().__init__(...)` with other arguments changes nothing.
     """
 
     spec_kind: ClassVar[Kind]
     spec_exclude: ClassVar[frozenset[str]] = frozenset()
     _spec_options: dict[str, Any]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is None or getattr(init, "_nemo_gym_described", False):
-            return
-        signature = inspect.signature(init)
-        secret = secret_parameters(init)
-
-        @functools.wraps(init)
-        def __init__(self: Described, *args: Any, **kw: Any) -> None:
-            # The outermost constructor records; a subclass calling super().__init__
-            # with arguments of its own does not overwrite them.
-            if "_spec_options" not in self.__dict__:
-                try:
-                    bound = signature.bind(self, *args, **kw)
-                except TypeError:
-                    options: dict[str, Any] = dict(kw)
-                else:
-                    options = {}
-                    for param_name, value in list(bound.arguments.items())[1:]:
-                        param = signature.parameters[param_name]
-                        if param.kind is param.VAR_KEYWORD:
-                            options.update(value)
-                        elif param.kind is not param.VAR_POSITIONAL:
-                            options[param_name] = value
-                excluded = type(self).spec_exclude | secret
-                self._spec_options = {k: v for k, v in options.items() if k not in excluded}
-            init(self, *args, **kw)
-
-        setattr(__init__, "_nemo_gym_described", True)  # noqa: B010 (a marker on a function)
-        setattr(cls, "__init__", __init__)  # noqa: B010 (mypy refuses a method assignment)
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        self = super().__new__(cls)
+        # object.__setattr__: a subclass's own __setattr__ (a frozen one) is for its fields.
+        object.__setattr__(self, "_spec_options", _constructor_options(cls, args, kwargs))
+        return self
 
     def to_spec(self) -> Spec:
         """How to rebuild this object: registry name (or type), version, options."""
@@ -889,3 +885,39 @@ class Described:
         options = self.__dict__.get("_spec_options", {})
         shown = ", ".join(f"{k}={v!r}" for k, v in options.items())
         return f"{type(self).__name__}({shown})"
+
+
+@functools.lru_cache(maxsize=512)
+def _init_parameters(init: Any) -> tuple[inspect.Signature | None, frozenset[str]]:
+    """The signature of a class's `__init__` and its secret-typed parameters."""
+    try:
+        return inspect.signature(init), secret_parameters(init)
+    except (TypeError, ValueError):
+        return None, frozenset()
+
+
+def _constructor_options(
+    cls: type[Described], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """The keyword options a constructor call amounts to, minus what is never recorded.
+    Called with no arguments (pickle, copy), it records nothing: the state they restore
+    carries the options."""
+    # The __init__ this call runs: the first class in the MRO that defines one.
+    init = next(c.__dict__["__init__"] for c in cls.__mro__ if "__init__" in c.__dict__)
+    signature, secret = _init_parameters(init)
+    options: dict[str, Any] = dict(kwargs)
+    if signature is not None:
+        try:
+            bound = signature.bind(None, *args, **kwargs)
+        except TypeError:
+            pass
+        else:
+            options = {}
+            for param_name, value in list(bound.arguments.items())[1:]:
+                param = signature.parameters[param_name]
+                if param.kind is param.VAR_KEYWORD:
+                    options.update(value)
+                elif param.kind is not param.VAR_POSITIONAL:
+                    options[param_name] = value
+    excluded = cls.spec_exclude | secret
+    return {k: v for k, v in options.items() if k not in excluded}
