@@ -30,7 +30,6 @@ the built-in classes carry the keyword arguments they were constructed with
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import difflib
 import functools
 import importlib
@@ -42,11 +41,24 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
-from typing import Any, ClassVar, Literal, Self, overload
+from pathlib import Path
+from typing import Any, Literal, overload
 
-from pydantic import BaseModel, SecretBytes, SecretStr
-
+from nemo_gym.builtins import BUILTINS, FAMILIES
+from nemo_gym.describe import (
+    SECRET_NAMES,
+    SPEC_ATTRIBUTE,
+    Described,
+    attr_version,
+    check_kind,
+    import_object,
+    import_path,
+    is_secret,
+    jsonable_options,
+    remember,
+    secret_parameters,
+    spec_of,
+)
 from nemo_gym.errors import ConfigError
 from nemo_gym.protocols import (
     Environment,
@@ -54,15 +66,19 @@ from nemo_gym.protocols import (
     Model,
     SandboxProvider,
     Verifier,
-    function_of,
 )
 from nemo_gym.spec import KINDS, Kind, Spec, has_opaque, join_id, split_id
-from nemo_gym.urls import without_credentials
 
+# Described, spec_of and the secret rules live in nemo_gym.describe, the tables of
+# built-in names in nemo_gym.builtins; they are re-exported here, where they have
+# always been imported from.
 __all__ = [
+    "BUILTINS",
     "ENTRY_POINT_GROUPS",
     "INFO_FIELDS",
+    "KINDS",
     "SEARCH_PATH_VARIABLE",
+    "SECRET_NAMES",
     "SPEC_ATTRIBUTE",
     "Described",
     "Entry",
@@ -72,14 +88,19 @@ __all__ = [
     "active",
     "add_search_dir",
     "build",
+    "builtin_name",
     "default_registry",
     "entries",
+    "is_secret",
     "isolated",
+    "jsonable_options",
     "lookup",
     "names",
     "rebuild",
     "register",
+    "remember",
     "search_dirs",
+    "secret_parameters",
     "spec_of",
     "unregister",
 ]
@@ -94,122 +115,8 @@ ENTRY_POINT_GROUPS: dict[Kind, str] = {
 }
 """The entry-point group plugins use for each kind (name -> a class or factory)."""
 
-# Built-ins by import path: nothing is imported until it is asked for.
-_BUILTINS: dict[Kind, dict[str, str]] = {
-    "env": {
-        "arithmetic": "nemo_gym.envs.math.arithmetic:Arithmetic",
-        "arithmetic_small": "nemo_gym.envs.math.arithmetic:ArithmeticSmall",
-        "algebra": "nemo_gym.envs.math.algebra:Algebra",
-        "gsm8k": "nemo_gym.envs.math.gsm8k:GSM8K",
-        "math": "nemo_gym.envs.math.math_dataset:MATHEnv",
-        "aime": "nemo_gym.envs.math.aime:AIME",
-        "polymath": "nemo_gym.envs.math.polymath:PolyMath",
-        "mmlu": "nemo_gym.envs.knowledge.mmlu:MMLU",
-        "mmlu_pro": "nemo_gym.envs.knowledge.mmlu_pro:MMLUPro",
-        "gpqa": "nemo_gym.envs.knowledge.gpqa:GPQA",
-        "mcqa": "nemo_gym.envs.knowledge.mcqa:MCQA",
-        "hotpotqa": "nemo_gym.envs.knowledge.hotpotqa:HotpotQA",
-        "short_answer": "nemo_gym.envs.knowledge.short_answer:ShortAnswerQA",
-        "answer_equivalence": "nemo_gym.envs.knowledge.answer_equivalence:AnswerEquivalence",
-        "over_refusal": "nemo_gym.envs.safety.over_refusal:OverRefusal",
-        "jailbreak": "nemo_gym.envs.safety.jailbreak:Jailbreak",
-        "bank": "nemo_gym.envs.tools.bank:Bank",
-        "function_calling": "nemo_gym.envs.tools.function_calling:FunctionCalling",
-        "tool_multireward": "nemo_gym.envs.tools.tool_multireward:ToolMultiReward",
-        "tool_chain": "nemo_gym.envs.tools.tool_chain:ToolChain",
-        "retail": "nemo_gym.envs.agents.retail:Retail",
-        "airline": "nemo_gym.envs.agents.airline:Airline",
-        "calendar": "nemo_gym.envs.agents.calendar:Calendar",
-        "text_to_sql": "nemo_gym.envs.sql.text_to_sql:TextToSQL",
-        "niah": "nemo_gym.envs.long_context.niah:NIAH",
-        "variable_tracking": "nemo_gym.envs.long_context.variable_tracking:VariableTracking",
-        "multikey_retrieval": "nemo_gym.envs.long_context.multikey_retrieval:MultiKeyRetrieval",
-        "graphwalks": "nemo_gym.envs.long_context.graphwalks:GraphWalks",
-        "mrcr": "nemo_gym.envs.long_context.mrcr:MRCR",
-        "translation": "nemo_gym.envs.translation.translation:Translation",
-        "reasoning_gym": "nemo_gym.envs.reasoning.reasoning_gym:ReasoningGym",
-        "arc_agi": "nemo_gym.envs.reasoning.arc_agi:ARCAGI",
-        "spartqa": "nemo_gym.envs.reasoning.spartqa:SpartQA",
-        "guess_number": "nemo_gym.envs.games.guess_number:GuessNumber",
-        "wordle": "nemo_gym.envs.games.wordle:Wordle",
-        "blackjack": "nemo_gym.envs.games.blackjack:Blackjack",
-        "sokoban": "nemo_gym.envs.games.sokoban:Sokoban",
-        "tetris": "nemo_gym.envs.games.tetris:Tetris",
-        "code": "nemo_gym.envs.code.programs:CodeEnv",
-        "humaneval": "nemo_gym.envs.code.humaneval:HumanEval",
-        "mbpp": "nemo_gym.envs.code.mbpp:MBPP",
-        "livecodebench": "nemo_gym.envs.code.livecodebench:LiveCodeBench",
-        "ifeval": "nemo_gym.envs.instructions.ifeval:IFEval",
-        "ifbench": "nemo_gym.envs.instructions.ifbench:IFBench",
-        "json_schema": "nemo_gym.envs.structured.json_schema:JSONSchemaEnv",
-        "formats": "nemo_gym.envs.structured.formats:Formats",
-        "line_format": "nemo_gym.envs.structured.line_format:LineFormat",
-    },
-    "model": {
-        "local": "nemo_gym.models.local:Local",
-        "openai": "nemo_gym.models.openai:OpenAIChat",
-        "openai-responses": "nemo_gym.models.openai:OpenAIResponses",
-        "openai-completions": "nemo_gym.models.openai:OpenAICompletions",
-        "anthropic": "nemo_gym.models.anthropic:Anthropic",
-        "scripted": "nemo_gym.models.scripted:ScriptedModel",
-    },
-    "harness": {
-        "single_turn": "nemo_gym.harnesses:SingleTurn",
-        "tool_loop": "nemo_gym.harnesses:ToolLoop",
-        "multi_step": "nemo_gym.harnesses:MultiStep",
-        "remote_agent": "nemo_gym.harnesses.remote:RemoteAgent",
-        "cli_agent": "nemo_gym.harnesses.cli:CLIAgent",
-        "codex": "nemo_gym.harnesses.cli.adapters:Codex",
-        "claude_code": "nemo_gym.harnesses.cli.adapters:ClaudeCode",
-        "opencode": "nemo_gym.harnesses.cli.adapters:OpenCode",
-        "mini_swe_agent": "nemo_gym.harnesses.cli.adapters:MiniSWEAgent",
-        "langgraph": "nemo_gym.interop.langgraph:LangGraphAgent",
-        "reflection": "nemo_gym.harnesses.langgraph:Reflection",
-        "orchestrator": "nemo_gym.harnesses.langgraph:Orchestrator",
-        "parallel_thinking": "nemo_gym.harnesses.langgraph:ParallelThinking",
-        "rewoo": "nemo_gym.harnesses.langgraph:ReWOO",
-    },
-    "verifier": {
-        "math": "nemo_gym.verify.math:MathVerifier",
-        "mcqa": "nemo_gym.verify.mcqa:MultipleChoiceVerifier",
-        "exact": "nemo_gym.verify.text:ExactMatch",
-        "normalized": "nemo_gym.verify.text:NormalizedMatch",
-        "regex": "nemo_gym.verify.text:RegexMatch",
-        "numeric": "nemo_gym.verify.text:NumericMatch",
-        "token_f1": "nemo_gym.verify.text:TokenF1",
-        "json": "nemo_gym.verify.structured:JSONMatch",
-        "json_schema": "nemo_gym.verify.structured:JSONSchemaVerifier",
-        "tool_call": "nemo_gym.verify.structured:ToolCallMatch",
-        "ifeval": "nemo_gym.verify.ifeval:IFEvalVerifier",
-        "judge": "nemo_gym.verify.judge:JudgeVerifier",
-        "pairwise_judge": "nemo_gym.verify.judge:PairwiseJudge",
-        "chrf": "nemo_gym.verify.translation:ChrF",
-        "spbleu": "nemo_gym.verify.translation:SpBLEU",
-        "sql": "nemo_gym.verify.sql:SQLVerifier",
-        "code": "nemo_gym.verify.code:CodeVerifier",
-        "short_answer": "nemo_gym.verify.short_answer:ShortAnswer",
-        "label": "nemo_gym.verify.labels:LabelMatch",
-        "document": "nemo_gym.verify.formats:DocumentVerifier",
-        "reference_match": "nemo_gym.verify.long_context:ReferenceMatch",
-        "node_set_f1": "nemo_gym.verify.long_context:NodeSetF1",
-        "sequence_ratio": "nemo_gym.verify.long_context:SequenceRatio",
-    },
-    "sandbox": {
-        "local": "nemo_gym.sandbox.local:LocalProvider",
-        "process": "nemo_gym.sandbox.process:ProcessProvider",
-        "docker": "nemo_gym.sandbox.docker:DockerProvider",
-        "apptainer": "nemo_gym.sandbox.apptainer:ApptainerProvider",
-        "e2b": "nemo_gym.sandbox.remote.e2b:E2BProvider",
-    },
-}
-
 Source = Literal["registered", "builtin", "local", "plugin"]
 
-# Built-in families: `prefix<member>` names, each built by `factory(member)(**options)`
-# (`reasoning_gym/leg_counting`). They resolve as built-ins and are not listed one by one.
-_FAMILIES: dict[Kind, dict[str, str]] = {
-    "env": {"reasoning_gym/": "nemo_gym.envs.reasoning.reasoning_gym:for_dataset"},
-}
 Factory = Callable[..., Any]
 
 
@@ -229,7 +136,7 @@ class Entry:
         if callable(self.target):
             return self.target
         try:
-            return _import(self.target)
+            return import_object(self.target)
         except ConfigError:
             raise
         except Exception as exc:
@@ -243,7 +150,7 @@ class Entry:
         """`module:attribute` of the factory, when another process can import it."""
         if isinstance(self.target, str):
             return self.target
-        return _import_path(self.target)
+        return import_path(self.target)
 
     @property
     def id(self) -> str:
@@ -304,36 +211,6 @@ def isolated() -> Iterator[Registry]:
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
 
 
-def _check_kind(kind: str) -> Kind:
-    if kind not in KINDS:
-        raise ConfigError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
-    return kind
-
-
-def _import(target: str) -> Any:
-    module, sep, attribute = target.partition(":")
-    if not sep or not module or not attribute:
-        raise ConfigError(f"{target!r}: an import path is 'package.module:attribute'")
-    value: Any = importlib.import_module(module)
-    for part in attribute.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def _import_path(obj: Any) -> str | None:
-    """`module:qualname` of a class or function when importing it gives it back."""
-    module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", None)
-    if not module or not qualname or "<" in qualname or module == "__main__":
-        return None
-    try:
-        found = _import(f"{module}:{qualname}")
-    except Exception:
-        return None
-    found = getattr(found, "__wrapped__", found)
-    return f"{module}:{qualname}" if found is getattr(obj, "__wrapped__", obj) else None
-
-
 def _version_key(version: str | None) -> tuple[Any, ...]:
     if version is None:
         return ((-1,),)
@@ -359,7 +236,7 @@ def register(
     (`INFO_FIELDS`: for environments domain, description, ...). Registering a name that
     exists (here or as a built-in) needs `replace=True`.
     """
-    kind = _check_kind(kind)
+    kind = check_kind(kind)
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(f"{kind} name {name!r}: use letters, digits and _ . - /")
     unknown = set(info) - set(INFO_FIELDS[kind])
@@ -375,7 +252,7 @@ def register(
         if not sep or not module or not attribute:
             raise ConfigError(f"{kind} {name!r}: import path {target!r} is not 'module:attr'")
     versions = active().registered[kind].setdefault(name, {})
-    exists = version in versions or (name in _BUILTINS[kind] and version is None)
+    exists = version in versions or (name in BUILTINS[kind] and version is None)
     if exists and not replace:
         raise ConfigError(
             f"a {LABELS[kind]} named {name!r} is already registered; pass replace=True to "
@@ -388,7 +265,7 @@ def register(
 
 def unregister(kind: Kind, name: str, *, version: str | None = None) -> None:
     """Remove a run-time registration (built-ins and plugins stay)."""
-    versions = active().registered[_check_kind(kind)].get(name, {})
+    versions = active().registered[check_kind(kind)].get(name, {})
     versions.pop(version, None)
     if not versions:
         active().registered[kind].pop(name, None)
@@ -526,14 +403,14 @@ def _candidates(kind: Kind, name: str) -> list[Entry]:
         return list(registered.values())
     builtins = [
         Entry(kind, name, target, "builtin", split_id(key)[1])
-        for key, target in _BUILTINS[kind].items()
+        for key, target in BUILTINS[kind].items()
         if split_id(key)[0] == name
     ]
     if builtins:
         return builtins
-    for prefix, target in _FAMILIES.get(kind, {}).items():
+    for prefix, target in FAMILIES.get(kind, {}).items():
         if name.startswith(prefix) and len(name) > len(prefix):
-            return [Entry(kind, name, _import(target)(name[len(prefix) :]), "builtin")]
+            return [Entry(kind, name, import_object(target)(name[len(prefix) :]), "builtin")]
     if kind == "env":
         file = _local_names().get(name)
         if file is not None:
@@ -546,7 +423,7 @@ def _candidates(kind: Kind, name: str) -> list[Entry]:
 
 def lookup(kind: Kind, name: str) -> Entry:
     """The entry `name` (or `name@version`) resolves to; `ConfigError` if none."""
-    kind = _check_kind(kind)
+    kind = check_kind(kind)
     if not isinstance(name, str):
         raise ConfigError(f"a {kind} name must be a string, got {name!r}")
     base, version = split_id(name)
@@ -583,8 +460,8 @@ def _declared_version(entry: Entry) -> str | None:
 
 def names(kind: Kind) -> list[str]:
     """Every name of `kind` the registry knows (registered, built-in, plugins)."""
-    kind = _check_kind(kind)
-    found = {split_id(key)[0] for key in _BUILTINS[kind]}
+    kind = check_kind(kind)
+    found = {split_id(key)[0] for key in BUILTINS[kind]}
     found.update(active().registered[kind])
     if kind == "env":
         found.update(_local_names())
@@ -628,7 +505,7 @@ def build(kind: Kind | Spec, name: str | None = None, /, **options: Any) -> Any:
         if name is not None or options:
             raise TypeError("build(spec) takes no other arguments")
         return rebuild(kind)
-    kind = _check_kind(kind)
+    kind = check_kind(kind)
     if name is None:
         raise TypeError("build(kind, name, **options) needs a name")
     entry = lookup(kind, name)
@@ -641,7 +518,7 @@ def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any
         obj = factory(**options)
     except TypeError as exc:
         raise ConfigError(f"{entry.kind} {entry.id!r} rejected its options: {exc}") from exc
-    version = entry.version or _attr_version(obj)
+    version = entry.version or attr_version(obj)
     # What the factory itself never records (a `Described` class's `spec_exclude`:
     # secrets, large data) is not recorded when it is built by name either.
     excluded = getattr(factory, "spec_exclude", frozenset()) | secret_parameters(factory)
@@ -654,13 +531,6 @@ def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any
     )
     remember(obj, spec)
     return obj
-
-
-def _attr_version(obj: Any) -> str | None:
-    version = getattr(obj, "version", None)
-    if isinstance(version, bool) or not isinstance(version, str | int):
-        return None
-    return str(version)
 
 
 def rebuild(spec: Spec, /, *, trust_code: bool = False) -> Any:
@@ -711,213 +581,14 @@ def _revive(value: Any, trust_code: bool) -> Any:
     return value
 
 
-SPEC_ATTRIBUTE = "__nemo_gym_spec__"
-"""The attribute `build` stores an object's `Spec` in (read by `spec_of`)."""
-
-
-def remember(obj: Any, spec: Spec) -> None:
-    """Attach `spec` to `obj` (what `build` does): the object carries it, so a copy
-    does too and nothing outlives it. A no-op for an object that takes no attributes
-    (`__slots__`, a bound method)."""
-    try:
-        object.__setattr__(obj, SPEC_ATTRIBUTE, spec)
-    except (AttributeError, TypeError):
-        pass
-
-
-SECRET_NAMES = frozenset(
-    {
-        "api_key",
-        "token",
-        "access_token",
-        "auth_token",
-        "bearer_token",
-        "hf_token",
-        "password",
-        "secret",
-        "client_secret",
-        "authorization",
-    }
-)
-"""Option (and nested mapping) keys never recorded, whatever their value's type."""
-
-
-def is_secret(name: str, value: Any) -> bool:
-    """Whether an option is a credential: a `SecretStr`/`SecretBytes` value (the typed
-    way to pass one), or a key that names one (`token`, `api_key`, ...)."""
-    return isinstance(value, SecretStr | SecretBytes) or name.lower() in SECRET_NAMES
-
-
-def secret_parameters(factory: Callable[..., Any]) -> frozenset[str]:
-    """The parameters of `factory` annotated with a secret type (`SecretStr`, ...)."""
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return frozenset()
-    return frozenset(p.name for p in parameters if "Secret" in str(p.annotation))
-
-
-def jsonable_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Options as JSON values: nested specs as `$spec`, other objects as `$object`;
-    secrets (`is_secret`) left out."""
-    return {
-        str(key): _jsonable(value)
-        for key, value in options.items()
-        if not is_secret(str(key), value)
-    }
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, str):
-        return without_credentials(value)  # a URL's user:password is never recorded
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, PurePath):
-        return str(value)
-    if isinstance(value, list | tuple | frozenset | set):
-        items = [_jsonable(v) for v in value]
-        return sorted(items, key=repr) if isinstance(value, frozenset | set) else items
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items() if not is_secret(str(k), v)}
-    if isinstance(value, SecretStr | SecretBytes):
-        return "**********"
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    spec = _known_spec(value)
-    if spec is not None:
-        return {"$spec": spec.model_dump(mode="json")}
-    return {"$object": type(value).__qualname__}
-
-
-def _known_spec(value: Any) -> Spec | None:
-    try:
-        found = vars(value).get(SPEC_ATTRIBUTE)
-    except TypeError:  # no __dict__: nothing was attached
-        found = None
-    if isinstance(found, Spec):
-        return found
-    if isinstance(value, Described):
-        return value.to_spec()
-    return None
-
-
-def spec_of(obj: Any, kind: Kind) -> Spec:
-    """The spec of `obj`: the one it was built with, else what it says of itself.
-
-    Built by `build`/`make`: that spec. A `Described` object (the built-in classes):
-    its name, version and constructor options. Anything else: its `name` (for
-    environments) or type name, no options, and its type's import path as target.
-    """
-    kind = _check_kind(kind)
-    known = _known_spec(obj)
-    if known is not None:
-        return known
-    describe = getattr(obj, "to_spec", None)
-    if callable(describe):
-        spec = describe()
-        if isinstance(spec, Spec):
-            return spec
-    inner = function_of(obj)
-    source = inner if inner is not None else obj
-    kind_type = source if inspect.isfunction(source) else type(source)
-    name = getattr(obj, "name", None) if kind == "env" else None
-    return Spec(
-        kind=kind,
-        name=name if isinstance(name, str) and name else kind_type.__qualname__,
-        version=_attr_version(obj),
-        options={},
-        target=_import_path(kind_type),
-    )
-
-
-def _builtin_name(kind: Kind, cls: type) -> str | None:
+def builtin_name(kind: Kind, cls: type) -> str | None:
+    """The name `cls` is registered or built in under, if any (how a `Described`
+    object names itself)."""
     path = f"{cls.__module__}:{cls.__qualname__}"
-    for key, target in _BUILTINS[kind].items():
+    for key, target in BUILTINS[kind].items():
         if target == path:
             return split_id(key)[0]
     for name, versions in active().registered[kind].items():
         if any(e.target_path == path for e in versions.values()):
             return name
     return None
-
-
-class Described:
-    """A class whose instances carry their constructor's keyword arguments.
-
-    Subclasses set `spec_kind`; `spec_exclude` names arguments that are never recorded
-    (secrets, large data; parameters typed `SecretStr` are excluded too). `to_spec()`
-    then says how to rebuild the instance and `repr()` shows the options it was given:
-    `SingleTurn(system_prompt='Solve it.')`. Nothing is rewritten: `__new__`, which
-    receives the same arguments as `__init__`, binds them to the class's `__init__`
-    signature and stores them on the instance (`_spec_options`) — once per object, so a
-    subclass calling `super().__init__(...)` with other arguments changes nothing.
-    """
-
-    spec_kind: ClassVar[Kind]
-    spec_exclude: ClassVar[frozenset[str]] = frozenset()
-    _spec_options: dict[str, Any]
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        self = super().__new__(cls)
-        # object.__setattr__: a subclass's own __setattr__ (a frozen one) is for its fields.
-        object.__setattr__(self, "_spec_options", _constructor_options(cls, args, kwargs))
-        return self
-
-    def to_spec(self) -> Spec:
-        """How to rebuild this object: registry name (or type), version, options."""
-        cls = type(self)
-        kind = cls.spec_kind
-        name = _builtin_name(kind, cls)
-        if name is None and kind == "env":
-            env_name = getattr(self, "name", None)
-            name = env_name if isinstance(env_name, str) and env_name else None
-        return Spec(
-            kind=kind,
-            name=name or cls.__qualname__,
-            version=_attr_version(self),
-            options=jsonable_options(self.__dict__.get("_spec_options", {})),
-            target=_import_path(cls),
-        )
-
-    def __repr__(self) -> str:
-        options = self.__dict__.get("_spec_options", {})
-        shown = ", ".join(f"{k}={v!r}" for k, v in options.items())
-        return f"{type(self).__name__}({shown})"
-
-
-@functools.lru_cache(maxsize=512)
-def _init_parameters(init: Any) -> tuple[inspect.Signature | None, frozenset[str]]:
-    """The signature of a class's `__init__` and its secret-typed parameters."""
-    try:
-        return inspect.signature(init), secret_parameters(init)
-    except (TypeError, ValueError):
-        return None, frozenset()
-
-
-def _constructor_options(
-    cls: type[Described], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> dict[str, Any]:
-    """The keyword options a constructor call amounts to, minus what is never recorded.
-    Called with no arguments (pickle, copy), it records nothing: the state they restore
-    carries the options."""
-    # The __init__ this call runs: the first class in the MRO that defines one.
-    init = next(c.__dict__["__init__"] for c in cls.__mro__ if "__init__" in c.__dict__)
-    signature, secret = _init_parameters(init)
-    options: dict[str, Any] = dict(kwargs)
-    if signature is not None:
-        try:
-            bound = signature.bind(None, *args, **kwargs)
-        except TypeError:
-            pass
-        else:
-            options = {}
-            for param_name, value in list(bound.arguments.items())[1:]:
-                param = signature.parameters[param_name]
-                if param.kind is param.VAR_KEYWORD:
-                    options.update(value)
-                elif param.kind is not param.VAR_POSITIONAL:
-                    options[param_name] = value
-    excluded = cls.spec_exclude | secret
-    return {k: v for k, v in options.items() if k not in excluded}

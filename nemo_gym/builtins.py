@@ -1,0 +1,126 @@
+"""The built-in names of each kind, by import path: nothing is imported until asked for.
+
+`nemo_gym.registry` resolves names through these tables (after run-time registrations,
+before local folders and plugins); `FAMILIES` are prefixes whose members are built on
+demand (`reasoning_gym/<dataset>`).
+"""
+
+from __future__ import annotations
+
+from nemo_gym.spec import Kind
+
+__all__ = ["BUILTINS", "FAMILIES"]
+
+BUILTINS: dict[Kind, dict[str, str]] = {
+    "env": {
+        "arithmetic": "nemo_gym.envs.math.arithmetic:Arithmetic",
+        "arithmetic_small": "nemo_gym.envs.math.arithmetic:ArithmeticSmall",
+        "algebra": "nemo_gym.envs.math.algebra:Algebra",
+        "gsm8k": "nemo_gym.envs.math.gsm8k:GSM8K",
+        "math": "nemo_gym.envs.math.math_dataset:MATHEnv",
+        "aime": "nemo_gym.envs.math.aime:AIME",
+        "polymath": "nemo_gym.envs.math.polymath:PolyMath",
+        "mmlu": "nemo_gym.envs.knowledge.mmlu:MMLU",
+        "mmlu_pro": "nemo_gym.envs.knowledge.mmlu_pro:MMLUPro",
+        "gpqa": "nemo_gym.envs.knowledge.gpqa:GPQA",
+        "mcqa": "nemo_gym.envs.knowledge.mcqa:MCQA",
+        "hotpotqa": "nemo_gym.envs.knowledge.hotpotqa:HotpotQA",
+        "short_answer": "nemo_gym.envs.knowledge.short_answer:ShortAnswerQA",
+        "answer_equivalence": "nemo_gym.envs.knowledge.answer_equivalence:AnswerEquivalence",
+        "over_refusal": "nemo_gym.envs.safety.over_refusal:OverRefusal",
+        "jailbreak": "nemo_gym.envs.safety.jailbreak:Jailbreak",
+        "bank": "nemo_gym.envs.tools.bank:Bank",
+        "function_calling": "nemo_gym.envs.tools.function_calling:FunctionCalling",
+        "tool_multireward": "nemo_gym.envs.tools.tool_multireward:ToolMultiReward",
+        "tool_chain": "nemo_gym.envs.tools.tool_chain:ToolChain",
+        "retail": "nemo_gym.envs.agents.retail:Retail",
+        "airline": "nemo_gym.envs.agents.airline:Airline",
+        "calendar": "nemo_gym.envs.agents.calendar:Calendar",
+        "text_to_sql": "nemo_gym.envs.sql.text_to_sql:TextToSQL",
+        "niah": "nemo_gym.envs.long_context.niah:NIAH",
+        "variable_tracking": "nemo_gym.envs.long_context.variable_tracking:VariableTracking",
+        "multikey_retrieval": "nemo_gym.envs.long_context.multikey_retrieval:MultiKeyRetrieval",
+        "graphwalks": "nemo_gym.envs.long_context.graphwalks:GraphWalks",
+        "mrcr": "nemo_gym.envs.long_context.mrcr:MRCR",
+        "translation": "nemo_gym.envs.translation.translation:Translation",
+        "reasoning_gym": "nemo_gym.envs.reasoning.reasoning_gym:ReasoningGym",
+        "arc_agi": "nemo_gym.envs.reasoning.arc_agi:ARCAGI",
+        "spartqa": "nemo_gym.envs.reasoning.spartqa:SpartQA",
+        "guess_number": "nemo_gym.envs.games.guess_number:GuessNumber",
+        "wordle": "nemo_gym.envs.games.wordle:Wordle",
+        "blackjack": "nemo_gym.envs.games.blackjack:Blackjack",
+        "sokoban": "nemo_gym.envs.games.sokoban:Sokoban",
+        "tetris": "nemo_gym.envs.games.tetris:Tetris",
+        "code": "nemo_gym.envs.code.programs:CodeEnv",
+        "humaneval": "nemo_gym.envs.code.humaneval:HumanEval",
+        "mbpp": "nemo_gym.envs.code.mbpp:MBPP",
+        "livecodebench": "nemo_gym.envs.code.livecodebench:LiveCodeBench",
+        "ifeval": "nemo_gym.envs.instructions.ifeval:IFEval",
+        "ifbench": "nemo_gym.envs.instructions.ifbench:IFBench",
+        "json_schema": "nemo_gym.envs.structured.json_schema:JSONSchemaEnv",
+        "formats": "nemo_gym.envs.structured.formats:Formats",
+        "line_format": "nemo_gym.envs.structured.line_format:LineFormat",
+    },
+    "model": {
+        "local": "nemo_gym.models.local:Local",
+        "openai": "nemo_gym.models.openai:OpenAIChat",
+        "openai-responses": "nemo_gym.models.openai:OpenAIResponses",
+        "openai-completions": "nemo_gym.models.openai:OpenAICompletions",
+        "anthropic": "nemo_gym.models.anthropic:Anthropic",
+        "scripted": "nemo_gym.models.scripted:ScriptedModel",
+    },
+    "harness": {
+        "single_turn": "nemo_gym.harnesses:SingleTurn",
+        "tool_loop": "nemo_gym.harnesses:ToolLoop",
+        "multi_step": "nemo_gym.harnesses:MultiStep",
+        "remote_agent": "nemo_gym.harnesses.remote:RemoteAgent",
+        "cli_agent": "nemo_gym.harnesses.cli:CLIAgent",
+        "codex": "nemo_gym.harnesses.cli.adapters:Codex",
+        "claude_code": "nemo_gym.harnesses.cli.adapters:ClaudeCode",
+        "opencode": "nemo_gym.harnesses.cli.adapters:OpenCode",
+        "mini_swe_agent": "nemo_gym.harnesses.cli.adapters:MiniSWEAgent",
+        "langgraph": "nemo_gym.interop.langgraph:LangGraphAgent",
+        "reflection": "nemo_gym.harnesses.langgraph:Reflection",
+        "orchestrator": "nemo_gym.harnesses.langgraph:Orchestrator",
+        "parallel_thinking": "nemo_gym.harnesses.langgraph:ParallelThinking",
+        "rewoo": "nemo_gym.harnesses.langgraph:ReWOO",
+    },
+    "verifier": {
+        "math": "nemo_gym.verify.math:MathVerifier",
+        "mcqa": "nemo_gym.verify.mcqa:MultipleChoiceVerifier",
+        "exact": "nemo_gym.verify.text:ExactMatch",
+        "normalized": "nemo_gym.verify.text:NormalizedMatch",
+        "regex": "nemo_gym.verify.text:RegexMatch",
+        "numeric": "nemo_gym.verify.text:NumericMatch",
+        "token_f1": "nemo_gym.verify.text:TokenF1",
+        "json": "nemo_gym.verify.structured:JSONMatch",
+        "json_schema": "nemo_gym.verify.structured:JSONSchemaVerifier",
+        "tool_call": "nemo_gym.verify.structured:ToolCallMatch",
+        "ifeval": "nemo_gym.verify.ifeval:IFEvalVerifier",
+        "judge": "nemo_gym.verify.judge:JudgeVerifier",
+        "pairwise_judge": "nemo_gym.verify.judge:PairwiseJudge",
+        "chrf": "nemo_gym.verify.translation:ChrF",
+        "spbleu": "nemo_gym.verify.translation:SpBLEU",
+        "sql": "nemo_gym.verify.sql:SQLVerifier",
+        "code": "nemo_gym.verify.code:CodeVerifier",
+        "short_answer": "nemo_gym.verify.short_answer:ShortAnswer",
+        "label": "nemo_gym.verify.labels:LabelMatch",
+        "document": "nemo_gym.verify.formats:DocumentVerifier",
+        "reference_match": "nemo_gym.verify.long_context:ReferenceMatch",
+        "node_set_f1": "nemo_gym.verify.long_context:NodeSetF1",
+        "sequence_ratio": "nemo_gym.verify.long_context:SequenceRatio",
+    },
+    "sandbox": {
+        "local": "nemo_gym.sandbox.local:LocalProvider",
+        "process": "nemo_gym.sandbox.process:ProcessProvider",
+        "docker": "nemo_gym.sandbox.docker:DockerProvider",
+        "apptainer": "nemo_gym.sandbox.apptainer:ApptainerProvider",
+        "e2b": "nemo_gym.sandbox.remote.e2b:E2BProvider",
+    },
+}
+
+# Built-in families: `prefix<member>` names, each built by `factory(member)(**options)`
+# (`reasoning_gym/leg_counting`). They resolve as built-ins and are not listed one by one.
+FAMILIES: dict[Kind, dict[str, str]] = {
+    "env": {"reasoning_gym/": "nemo_gym.envs.reasoning.reasoning_gym:for_dataset"},
+}
