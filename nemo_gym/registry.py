@@ -31,13 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import functools
-import importlib
-import importlib.util
-import inspect
 import os
 import re
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -58,6 +53,14 @@ from nemo_gym.describe import (
     remember,
     secret_parameters,
     spec_of,
+)
+from nemo_gym.discovery import (
+    ENTRY_POINT_GROUPS,
+    distribution,
+    load_local,
+    plugin,
+    plugin_map,
+    refresh_plugins,
 )
 from nemo_gym.errors import ConfigError
 from nemo_gym.protocols import (
@@ -97,6 +100,7 @@ __all__ = [
     "lookup",
     "names",
     "rebuild",
+    "refresh_plugins",
     "register",
     "remember",
     "search_dirs",
@@ -105,15 +109,6 @@ __all__ = [
     "unregister",
 ]
 
-
-ENTRY_POINT_GROUPS: dict[Kind, str] = {
-    "env": "nemo_gym.envs",
-    "model": "nemo_gym.models",
-    "harness": "nemo_gym.harnesses",
-    "verifier": "nemo_gym.verifiers",
-    "sandbox": "nemo_gym.sandbox_providers",
-}
-"""The entry-point group plugins use for each kind (name -> a class or factory)."""
 
 Source = Literal["registered", "builtin", "local", "plugin"]
 
@@ -271,44 +266,6 @@ def unregister(kind: Kind, name: str, *, version: str | None = None) -> None:
         active().registered[kind].pop(name, None)
 
 
-@functools.cache
-def _plugin_map(kind: Kind) -> dict[str, list[Any]]:
-    """Entry points by bare name and by `<distribution>/<name>`; a bare name two
-    distributions declare maps to both (a clash `lookup` reports, never a silent pick)."""
-    from importlib.metadata import entry_points  # ~10 ms: only when a name is looked up
-
-    found: dict[str, list[Any]] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUPS[kind]):
-        found.setdefault(ep.name, []).append(ep)
-        found.setdefault(f"{_distribution(ep)}/{ep.name}", []).append(ep)
-    return found
-
-
-def _distribution(ep: Any) -> str:
-    dist = getattr(ep, "dist", None)
-    name = getattr(dist, "name", None) or "unknown"
-    return re.sub(r"[-_.]+", "-", str(name)).lower()
-
-
-def _plugin(kind: Kind, name: str) -> Any | None:
-    found = _plugin_map(kind).get(name)
-    if not found:
-        return None
-    sources = {_distribution(ep) for ep in found}
-    if len(sources) > 1:
-        qualified = ", ".join(sorted(f"{d}/{name}" for d in sources))
-        raise ConfigError(
-            f"{len(sources)} installed plugins declare a {LABELS[kind]} named {name!r}; "
-            f"name the one you mean: {qualified}"
-        )
-    return found[0]
-
-
-def refresh_plugins() -> None:
-    """Forget the cached entry points (after installing a plugin in this process)."""
-    _plugin_map.cache_clear()
-
-
 SEARCH_PATH_VARIABLE = "NEMO_GYM_ENV_PATH"
 
 
@@ -363,39 +320,6 @@ def _local_names() -> dict[str, Path]:
     return found
 
 
-def _load_local(name: str, file: Path) -> Factory:
-    module_name = f"nemo_gym_local_envs.{name}"
-    module = sys.modules.get(module_name)
-    if module is None or getattr(module, "__file__", None) != str(file):
-        spec = importlib.util.spec_from_file_location(module_name, file)
-        if spec is None or spec.loader is None:
-            raise ConfigError(f"{file}: cannot be imported")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            del sys.modules[module_name]
-            raise ConfigError(f"{file}: importing it raised {type(exc).__name__}: {exc}") from exc
-    factory = getattr(module, "environment", None)
-    if callable(factory):
-        return factory
-    classes = [
-        value
-        for value in vars(module).values()
-        if inspect.isclass(value)
-        and value.__module__ == module_name
-        and getattr(value, "name", None) == name
-        and callable(getattr(value, "tasks", None))
-    ]
-    if len(classes) != 1:
-        raise ConfigError(
-            f"{file}: define a factory called `environment`, or one environment class "
-            f"whose `name` is {name!r} (found {len(classes)})"
-        )
-    return classes[0]
-
-
 def _candidates(kind: Kind, name: str) -> list[Entry]:
     """Every entry under `name`, by the precedence rule (first source that has it)."""
     registered = active().registered[kind].get(name)
@@ -414,10 +338,10 @@ def _candidates(kind: Kind, name: str) -> list[Entry]:
     if kind == "env":
         file = _local_names().get(name)
         if file is not None:
-            return [Entry(kind, name, _load_local(name, file), "local")]
-    plugin = _plugin(kind, name)
-    if plugin is not None:
-        return [Entry(kind, name, plugin.value, "plugin")]
+            return [Entry(kind, name, load_local(name, file), "local")]
+    found_plugin = plugin(kind, name, LABELS[kind])
+    if found_plugin is not None:
+        return [Entry(kind, name, found_plugin.value, "plugin")]
     return []
 
 
@@ -465,10 +389,10 @@ def names(kind: Kind) -> list[str]:
     found.update(active().registered[kind])
     if kind == "env":
         found.update(_local_names())
-    for name, eps in _plugin_map(kind).items():
+    for name, eps in plugin_map(kind).items():
         if "/" in name:
             continue
-        sources = {_distribution(ep) for ep in eps}
+        sources = {distribution(ep) for ep in eps}
         # A clash lists the qualified names, the ones that can be built.
         found.update([name] if len(sources) == 1 else (f"{d}/{name}" for d in sources))
     return sorted(found)
