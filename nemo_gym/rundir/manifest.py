@@ -137,6 +137,8 @@ class Manifest(BaseModel):
     # The file had no `parts` (a run written before mixed runs): its one part's fields
     # are at the top level, and messages name them there.
     _top_level_part: bool = PrivateAttr(default=False)
+    # The version the file was written in (the model itself is always the current one).
+    _read_version: int = PrivateAttr(default=MANIFEST_VERSION)
 
     def part_field(self, index: int, name: str) -> str:
         """How the file names field `name` of part `index` (for messages)."""
@@ -145,7 +147,9 @@ class Manifest(BaseModel):
     @property
     def resumable(self) -> bool:
         """Whether a run may append to this one: every part has a `RunSpec`."""
-        return all(part.spec is not None for part in self.parts)
+        return self._read_version == MANIFEST_VERSION and all(
+            part.spec is not None for part in self.parts
+        )
 
     def to_json(self) -> str:
         """The `run.json` text, in the shape every release since mixed runs reads."""
@@ -197,6 +201,7 @@ class _Version1(BaseModel):
             reverified_at=self.reverified_at,
         )
         out._top_level_part = True
+        out._read_version = self.schema_version or 1
         return out
 
 
@@ -226,6 +231,7 @@ class _Version2Single(BaseModel):
             reverified_at=self.reverified_at,
         )
         out._top_level_part = True
+        out._read_version = self.schema_version or 1
         return out
 
 
@@ -254,7 +260,11 @@ def parse_manifest(raw: Any, path: Path | str) -> Manifest:
         raise ConfigError(
             f"{path}: field 'schema_version' is {shown}; this nemo_gym reads run.json "
             f"versions 1 to {MANIFEST_VERSION}"
-            + ("; upgrade nemo_gym to read it" if type(version) is int and version > 1 else "")
+            + (
+                "; upgrade nemo_gym to read it"
+                if type(version) is int and version > MANIFEST_VERSION
+                else ""
+            )
         )
     try:
         if version is None or version == 1:
@@ -265,7 +275,11 @@ def parse_manifest(raw: Any, path: Path | str) -> Manifest:
                     f"{path}: no field 'parts' (or 'spec'): not a run of this nemo_gym"
                 )
             return _Version2Single.model_validate(raw).migrate()
-        return Manifest.model_validate(raw)
+        # Read as the current version (an older one whose shape had `parts` is the same
+        # shape); the version it was written in is kept for resume to check.
+        out = Manifest.model_validate({**raw, "schema_version": MANIFEST_VERSION})
+        out._read_version = version
+        return out
     except ValidationError as exc:
         raise _error(path, exc) from None
 
@@ -367,7 +381,7 @@ def check_resume(path: Path, manifest: Manifest) -> Manifest:
         return manifest
     if not stored.resumable:
         raise ConfigError(
-            f"{path}: field 'schema_version' is 1 but this nemo_gym writes "
+            f"{path}: field 'schema_version' is {stored._read_version} but this nemo_gym writes "
             f"{MANIFEST_VERSION}; the run can be read (gym eval reverify, read_rollouts) "
             "but not resumed: use another output directory"
         )
