@@ -6,7 +6,7 @@ import importlib
 from typing import Any
 
 from nemo_gym import errors, harnesses, lifecycle, models, registry
-from nemo_gym.catalog import EnvInfo, add_search_dir, env_info, list_envs, make, register
+from nemo_gym.catalog import EnvInfo, add_search_dir, env_info, list_envs, make
 from nemo_gym.checker import CheckReport, EnvCheckError, acheck_env, check_env
 from nemo_gym.collect import (
     Part,
@@ -54,7 +54,7 @@ from nemo_gym.records import (
     Trajectory,
     Usage,
 )
-from nemo_gym.registry import Spec
+from nemo_gym.registry import Spec, register
 from nemo_gym.runner import derive_seed, groups, rollout, rollouts, run_spec
 from nemo_gym.tools import Tool, tool
 

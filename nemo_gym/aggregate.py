@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,13 +18,12 @@ from nemo_gym.rundir.files import (
     lines,
     numbered_rows,
     parse_row,
-    read_manifest,
     write_atomic,
 )
 from nemo_gym.rundir.manifest import (
     first_difference,
-    manifest_parts,
     merged_manifest,
+    read_manifest,
     run_identity,
 )
 from nemo_gym.rundir.rows import RunResult, check_row_part, failure_line, write_metrics
@@ -67,11 +65,16 @@ def aggregate(
         manifest = read_manifest(path / MANIFEST)
         if manifest is None:
             raise ConfigError(f"{path / MANIFEST}: missing, so the run is unknown")
+        if not manifest.resumable:
+            raise ConfigError(
+                f"{path / MANIFEST}: field 'schema_version' is 1: its specs were not "
+                "recorded, so shards of it cannot be checked to be one run"
+            )
         manifests.append(manifest)
-    first = run_identity(manifests[0], paths[0] / MANIFEST, shard=False)
-    keys = {(p.get("env"), p.get("variant")) for p in manifest_parts(manifests[0], paths[0])}
+    first = run_identity(manifests[0], shard=False)
+    keys = {(p.env, p.variant) for p in manifests[0].parts}
     for path, manifest in zip(paths[1:], manifests[1:], strict=True):
-        difference = first_difference(first, run_identity(manifest, path / MANIFEST, shard=False))
+        difference = first_difference(first, run_identity(manifest, shard=False))
         if difference is not None:
             field, old, new = difference
             raise ConfigError(
@@ -102,7 +105,7 @@ def aggregate(
         chosen_lines.setdefault(index, {})[number] = ok
     out.mkdir(parents=True, exist_ok=True)
     merged = merged_manifest(paths, manifests)
-    write_atomic(out / MANIFEST, json.dumps(merged, indent=2))
+    write_atomic(out / MANIFEST, merged.to_json())
     # Written beside, then renamed: an interrupted merge leaves no half run behind.
     rollouts_tmp, failures_tmp = out / f".{ROLLOUTS}.tmp", out / f".{FAILURES}.tmp"
     with (

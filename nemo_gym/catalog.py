@@ -5,14 +5,15 @@ Environments are one kind in `nemo_gym.registry` (built-ins by import path, run-
 `nemo_gym.envs`), resolved by its one precedence rule. `make("name@2")` builds one
 version; a bare name is the latest. `list_envs()` describes each with an `EnvInfo`,
 read from what the environment class declares (`domain`, `verification`, `source`,
-`license`, `requires`, `splits`, the first docstring line) or what `register` was told.
+`license`, `requires`, `splits`, the first docstring line) or what
+`registry.register("env", ...)` was told.
 `catalog_markdown()` renders them as the catalog page (docs/catalog.md).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -21,6 +22,7 @@ from nemo_gym import registry
 from nemo_gym.errors import ConfigError
 from nemo_gym.protocols import Environment
 from nemo_gym.registry import Spec, add_search_dir
+from nemo_gym.spec import join_id
 
 __all__ = [
     "EnvInfo",
@@ -29,10 +31,7 @@ __all__ = [
     "env_info",
     "list_envs",
     "make",
-    "register",
 ]
-
-EnvFactory = Callable[..., Environment]
 
 
 class EnvInfo(BaseModel):
@@ -54,39 +53,11 @@ class EnvInfo(BaseModel):
     @property
     def id(self) -> str:
         """`name@version` (the bare name when unversioned)."""
-        return self.name if self.version is None else f"{self.name}@{self.version}"
+        return join_id(self.name, self.version)
 
 
-_INFO_FIELDS = (
-    "domain",
-    "verification",
-    "description",
-    "source",
-    "license",
-    "requires",
-    "splits",
-)
+_INFO_FIELDS = registry.INFO_FIELDS["env"]
 _TUPLES = ("requires", "splits")
-
-
-def register(
-    name: str,
-    factory: EnvFactory | str,
-    *,
-    version: str | None = None,
-    replace: bool = False,
-    **info: Any,
-) -> None:
-    """Make `factory(**options)` available as `make(name, **options)`.
-
-    `factory` may be an import path (`"mypkg.envs:MyEnv"`), which is what lets another
-    process (a Ray worker, `gym eval reverify`) rebuild the environment from its spec.
-    `info` fills `EnvInfo` (domain, description, ...).
-    """
-    unknown = set(info) - set(_INFO_FIELDS)
-    if unknown:
-        raise ConfigError(f"register({name!r}): unknown info {', '.join(sorted(unknown))}")
-    registry.register("env", name, factory, version=version, replace=replace, **info)
 
 
 def make(name: str | Spec, **options: Any) -> Environment:

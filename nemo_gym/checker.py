@@ -453,8 +453,9 @@ def _check_rebuild(checker: _Checker, tasks: list[Task]) -> None:
 
     try:
         rebuilt = rebuild(spec, trust_code=True)  # the env's own spec, made in this process
-        split = "test" if "test" in getattr(checker.env, "splits", ("test",)) else None
-        again = list(rebuilt.tasks(split=split or checker.env.splits[0], limit=len(tasks)))
+        splits = tuple(getattr(checker.env, "splits", ("test",)))
+        split = "test" if "test" in splits else splits[0]
+        again = list(rebuilt.tasks(split=split, limit=len(tasks)))
     except Exception as exc:
         checker.fail(
             "spec",

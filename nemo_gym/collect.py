@@ -4,8 +4,9 @@ to a run directory or in memory), over one environment or several `Part`s.
 `reverify` (nemo_gym/reverify.py) and `aggregate` (nemo_gym/aggregate.py) are the other
 writers of run directories; all of them read and write through `nemo_gym.rundir`
 (files, manifest, rows). A run directory holds:
-- `run.json`: what ran (`RunSpec`: env, model, harness specs, sampling, seed, repeats,
-  split; run id, schema version); a resumed run must agree with it; written atomically;
+- `run.json`: what ran (`nemo_gym.rundir.manifest.Manifest`: each part's `RunSpec` —
+  env, model, harness specs, sampling, seed, repeats, split — limit and task source; the
+  shard; run id, schema version); a resumed run must agree with it; written atomically;
 - `rollouts.jsonl`: one `Rollout` per line, appended and flushed as each finishes;
 - `failures.jsonl`: one line per failed rollout (ids + `Failure`), re-derived from
   `rollouts.jsonl` on resume, so a crash between the two writes loses nothing;
@@ -53,12 +54,7 @@ from nemo_gym.rundir.files import (
     write_atomic,
     write_line,
 )
-from nemo_gym.rundir.manifest import (
-    check_resume,
-    manifest_parts,
-    new_manifest,
-    part_label,
-)
+from nemo_gym.rundir.manifest import ManifestPart, check_resume, new_manifest, part_label
 from nemo_gym.rundir.rows import (
     RunResult,
     check_row_part,
@@ -78,7 +74,6 @@ __all__ = [
     "collect",
     "evaluate",
     "iter_rows",
-    "manifest_parts",
     "read_rollouts",
     "reverify",
     "run_sync",
@@ -227,7 +222,7 @@ async def _local_stream(
 
 def _part_record(
     part: Part, model: Model, *, seed: int | None, repeats: int, split: str
-) -> dict[str, Any]:
+) -> ManifestPart:
     spec = run_spec(
         part.env,
         model,
@@ -237,13 +232,9 @@ def _part_record(
         repeats=repeats,
         split=split,
     )
-    return {
-        "env": part.env.name,
-        "variant": part.variant,
-        "spec": spec.model_dump(mode="json"),
-        "limit": part.limit,
-        "source": part.source,
-    }
+    return ManifestPart(
+        env=part.env.name, variant=part.variant, spec=spec, limit=part.limit, source=part.source
+    )
 
 
 def _scan(
@@ -326,7 +317,7 @@ async def _collect(
         for part in parts
     ]
     manifest = check_resume(out / MANIFEST, new_manifest(records, uuid.uuid4().hex[:12], run.shard))
-    write_atomic(out / MANIFEST, json.dumps(manifest, indent=2))
+    write_atomic(out / MANIFEST, manifest.to_json())
     rollouts_path = out / ROLLOUTS
     repair_tail(rollouts_path)
     metrics = MetricsAccumulator(success_threshold=run.success_threshold)
@@ -338,7 +329,7 @@ async def _collect(
         rollouts_path.open("a", encoding="utf-8") as rollouts_file,
         (out / FAILURES).open("a", encoding="utf-8") as failures_file,
     ):
-        stream = _local_stream(parts, model, run, run_id=manifest["run_id"], skip=done)
+        stream = _local_stream(parts, model, run, run_id=manifest.run_id, skip=done)
         async with aclosing(stream):
             async for item in stream:
                 write_line(rollouts_file, rollout_json(item))

@@ -55,6 +55,7 @@ from nemo_gym.protocols import Environment, Harness, Model
 from nemo_gym.records import Sampling
 from nemo_gym.registry import Kind, Spec
 from nemo_gym.runner import DEFAULT_CONCURRENCY, default_harness
+from nemo_gym.spec import split_id
 
 __all__ = [
     "EnvTable",
@@ -88,11 +89,11 @@ class SpecTable(_Table):
     target: str | None = None
 
     def spec(self, kind: Kind) -> Spec:
-        name, _, version = self.name.partition("@")
+        name, version = split_id(self.name)
         return Spec(
             kind=kind,
             name=name,
-            version=self.version or version or None,
+            version=self.version or version,
             options=dict(self.options),
             target=self.target,
         )

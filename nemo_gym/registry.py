@@ -21,32 +21,47 @@ import path of its factory — so it can be rebuilt in another process (a Ray wo
 name registered only in the first process is found again through `spec.target` when
 the caller trusts the spec (`rebuild(spec, trust_code=True)`): a spec read from a file
 otherwise builds only names this process knows.
-Objects built directly (`Arithmetic(seed=3)`) describe themselves the same way: the
-built-in classes remember the keyword arguments they were constructed with
+The spec is carried on the object (`SPEC_ATTRIBUTE`, set by `build`), not kept in a
+table. Objects built directly (`Arithmetic(seed=3)`) describe themselves the same way:
+the built-in classes carry the keyword arguments they were constructed with
 (`Described`), and `spec_of` falls back to the object's type for anything else.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import difflib
-import functools
-import importlib
-import importlib.util
-import inspect
 import os
 import re
-import sys
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
-from typing import Any, ClassVar, Literal, overload
+from pathlib import Path
+from typing import Any, Literal, overload
 
-from pydantic import BaseModel, SecretBytes, SecretStr
-
+from nemo_gym.builtins import BUILTINS, FAMILIES
+from nemo_gym.describe import (
+    SECRET_NAMES,
+    SPEC_ATTRIBUTE,
+    Described,
+    attr_version,
+    check_kind,
+    import_object,
+    import_path,
+    is_secret,
+    jsonable_options,
+    remember,
+    secret_parameters,
+    spec_of,
+)
+from nemo_gym.discovery import (
+    ENTRY_POINT_GROUPS,
+    distribution,
+    load_local,
+    plugin,
+    plugin_map,
+    refresh_plugins,
+)
 from nemo_gym.errors import ConfigError
 from nemo_gym.protocols import (
     Environment,
@@ -54,14 +69,20 @@ from nemo_gym.protocols import (
     Model,
     SandboxProvider,
     Verifier,
-    function_of,
 )
-from nemo_gym.spec import KINDS, Kind, Spec, has_opaque
-from nemo_gym.urls import without_credentials
+from nemo_gym.spec import KINDS, Kind, Spec, has_opaque, join_id, split_id
 
+# Described, spec_of and the secret rules live in nemo_gym.describe, the tables of
+# built-in names in nemo_gym.builtins; they are re-exported here, where they have
+# always been imported from.
 __all__ = [
+    "BUILTINS",
     "ENTRY_POINT_GROUPS",
+    "INFO_FIELDS",
+    "KINDS",
     "SEARCH_PATH_VARIABLE",
+    "SECRET_NAMES",
+    "SPEC_ATTRIBUTE",
     "Described",
     "Entry",
     "Kind",
@@ -70,162 +91,27 @@ __all__ = [
     "active",
     "add_search_dir",
     "build",
+    "builtin_name",
     "default_registry",
     "entries",
+    "is_secret",
     "isolated",
+    "jsonable_options",
     "lookup",
     "names",
     "rebuild",
+    "refresh_plugins",
     "register",
+    "remember",
     "search_dirs",
+    "secret_parameters",
     "spec_of",
     "unregister",
 ]
 
 
-ENTRY_POINT_GROUPS: dict[Kind, str] = {
-    "env": "nemo_gym.envs",
-    "model": "nemo_gym.models",
-    "harness": "nemo_gym.harnesses",
-    "verifier": "nemo_gym.verifiers",
-    "sandbox": "nemo_gym.sandbox_providers",
-}
-"""The entry-point group plugins use for each kind (name -> a class or factory)."""
-
-# Built-ins by import path: nothing is imported until it is asked for.
-_BUILTINS: dict[Kind, dict[str, str]] = {
-    "env": {
-        "arithmetic": "nemo_gym.envs.math.arithmetic:Arithmetic",
-        "arithmetic_small": "nemo_gym.envs.math.arithmetic:ArithmeticSmall",
-        "algebra": "nemo_gym.envs.math.algebra:Algebra",
-        "gsm8k": "nemo_gym.envs.math.gsm8k:GSM8K",
-        "math": "nemo_gym.envs.math.math_dataset:MATHEnv",
-        "aime": "nemo_gym.envs.math.aime:AIME",
-        "polymath": "nemo_gym.envs.math.polymath:PolyMath",
-        "mmlu": "nemo_gym.envs.knowledge.mmlu:MMLU",
-        "mmlu_pro": "nemo_gym.envs.knowledge.mmlu_pro:MMLUPro",
-        "gpqa": "nemo_gym.envs.knowledge.gpqa:GPQA",
-        "mcqa": "nemo_gym.envs.knowledge.mcqa:MCQA",
-        "hotpotqa": "nemo_gym.envs.knowledge.hotpotqa:HotpotQA",
-        "short_answer": "nemo_gym.envs.knowledge.short_answer:ShortAnswerQA",
-        "answer_equivalence": "nemo_gym.envs.knowledge.answer_equivalence:AnswerEquivalence",
-        "over_refusal": "nemo_gym.envs.safety.over_refusal:OverRefusal",
-        "jailbreak": "nemo_gym.envs.safety.jailbreak:Jailbreak",
-        "bank": "nemo_gym.envs.tools.bank:Bank",
-        "function_calling": "nemo_gym.envs.tools.function_calling:FunctionCalling",
-        "tool_multireward": "nemo_gym.envs.tools.tool_multireward:ToolMultiReward",
-        "tool_chain": "nemo_gym.envs.tools.tool_chain:ToolChain",
-        "next_action": "nemo_gym.envs.tools.next_action:NextAction",
-        "multiverse_math": "nemo_gym.envs.tools.multiverse_math:MultiverseMath",
-        "counter": "nemo_gym.envs.tools.counter:Counter",
-        "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
-        "weather_report": "nemo_gym.envs.tools.weather_report:WeatherReport",
-        "retail": "nemo_gym.envs.agents.retail:Retail",
-        "airline": "nemo_gym.envs.agents.airline:Airline",
-        "calendar": "nemo_gym.envs.agents.calendar:Calendar",
-        "text_to_sql": "nemo_gym.envs.sql.text_to_sql:TextToSQL",
-        "niah": "nemo_gym.envs.long_context.niah:NIAH",
-        "variable_tracking": "nemo_gym.envs.long_context.variable_tracking:VariableTracking",
-        "multikey_retrieval": "nemo_gym.envs.long_context.multikey_retrieval:MultiKeyRetrieval",
-        "graphwalks": "nemo_gym.envs.long_context.graphwalks:GraphWalks",
-        "mrcr": "nemo_gym.envs.long_context.mrcr:MRCR",
-        "translation": "nemo_gym.envs.translation.translation:Translation",
-        "reasoning_gym": "nemo_gym.envs.reasoning.reasoning_gym:ReasoningGym",
-        "arc_agi": "nemo_gym.envs.reasoning.arc_agi:ARCAGI",
-        "spartqa": "nemo_gym.envs.reasoning.spartqa:SpartQA",
-        "guess_number": "nemo_gym.envs.games.guess_number:GuessNumber",
-        "wordle": "nemo_gym.envs.games.wordle:Wordle",
-        "blackjack": "nemo_gym.envs.games.blackjack:Blackjack",
-        "sokoban": "nemo_gym.envs.games.sokoban:Sokoban",
-        "tetris": "nemo_gym.envs.games.tetris:Tetris",
-        "code": "nemo_gym.envs.code.programs:CodeEnv",
-        "humaneval": "nemo_gym.envs.code.humaneval:HumanEval",
-        "mbpp": "nemo_gym.envs.code.mbpp:MBPP",
-        "livecodebench": "nemo_gym.envs.code.livecodebench:LiveCodeBench",
-        "ifeval": "nemo_gym.envs.instructions.ifeval:IFEval",
-        "ifbench": "nemo_gym.envs.instructions.ifbench:IFBench",
-        "json_schema": "nemo_gym.envs.structured.json_schema:JSONSchemaEnv",
-        "formats": "nemo_gym.envs.structured.formats:Formats",
-        "line_format": "nemo_gym.envs.structured.line_format:LineFormat",
-        "swe": "nemo_gym.envs.swe:SWEEnv",
-    },
-    "model": {
-        "local": "nemo_gym.models.local:Local",
-        "openai": "nemo_gym.models.openai:OpenAIChat",
-        "openai-responses": "nemo_gym.models.openai:OpenAIResponses",
-        "openai-completions": "nemo_gym.models.openai:OpenAICompletions",
-        "anthropic": "nemo_gym.models.anthropic:Anthropic",
-        "scripted": "nemo_gym.models.scripted:ScriptedModel",
-    },
-    "harness": {
-        "single_turn": "nemo_gym.harnesses:SingleTurn",
-        "tool_loop": "nemo_gym.harnesses:ToolLoop",
-        "multi_step": "nemo_gym.harnesses:MultiStep",
-        "remote_agent": "nemo_gym.harnesses.remote:RemoteAgent",
-        "cli_agent": "nemo_gym.harnesses.cli:CLIAgent",
-        "codex": "nemo_gym.harnesses.cli.adapters:Codex",
-        "claude_code": "nemo_gym.harnesses.cli.adapters:ClaudeCode",
-        "opencode": "nemo_gym.harnesses.cli.adapters:OpenCode",
-        "mini_swe_agent": "nemo_gym.harnesses.cli.adapters:MiniSWEAgent",
-        "pi": "nemo_gym.harnesses.cli.adapters:Pi",
-        "qwen_code": "nemo_gym.harnesses.cli.adapters:QwenCode",
-        "kilocode": "nemo_gym.harnesses.cli.adapters:KiloCode",
-        "aider": "nemo_gym.harnesses.cli.adapters:Aider",
-        "langgraph": "nemo_gym.interop.langgraph:LangGraphAgent",
-        "reflection": "nemo_gym.harnesses.langgraph:Reflection",
-        "orchestrator": "nemo_gym.harnesses.langgraph:Orchestrator",
-        "parallel_thinking": "nemo_gym.harnesses.langgraph:ParallelThinking",
-        "rewoo": "nemo_gym.harnesses.langgraph:ReWOO",
-    },
-    "verifier": {
-        "math": "nemo_gym.verify.math:MathVerifier",
-        "mcqa": "nemo_gym.verify.mcqa:MultipleChoiceVerifier",
-        "exact": "nemo_gym.verify.text:ExactMatch",
-        "normalized": "nemo_gym.verify.text:NormalizedMatch",
-        "regex": "nemo_gym.verify.text:RegexMatch",
-        "numeric": "nemo_gym.verify.text:NumericMatch",
-        "token_f1": "nemo_gym.verify.text:TokenF1",
-        "json": "nemo_gym.verify.structured:JSONMatch",
-        "json_schema": "nemo_gym.verify.structured:JSONSchemaVerifier",
-        "tool_call": "nemo_gym.verify.structured:ToolCallMatch",
-        "ifeval": "nemo_gym.verify.ifeval:IFEvalVerifier",
-        "judge": "nemo_gym.verify.judge:JudgeVerifier",
-        "pairwise_judge": "nemo_gym.verify.judge:PairwiseJudge",
-        "chrf": "nemo_gym.verify.translation:ChrF",
-        "spbleu": "nemo_gym.verify.translation:SpBLEU",
-        "sql": "nemo_gym.verify.sql:SQLVerifier",
-        "code": "nemo_gym.verify.code:CodeVerifier",
-        "short_answer": "nemo_gym.verify.short_answer:ShortAnswer",
-        "label": "nemo_gym.verify.labels:LabelMatch",
-        "document": "nemo_gym.verify.formats:DocumentVerifier",
-        "reference_match": "nemo_gym.verify.long_context:ReferenceMatch",
-        "node_set_f1": "nemo_gym.verify.long_context:NodeSetF1",
-        "sequence_ratio": "nemo_gym.verify.long_context:SequenceRatio",
-    },
-    "sandbox": {
-        "local": "nemo_gym.sandbox.local:LocalProvider",
-        "process": "nemo_gym.sandbox.process:ProcessProvider",
-        "docker": "nemo_gym.sandbox.docker:DockerProvider",
-        "apptainer": "nemo_gym.sandbox.apptainer:ApptainerProvider",
-        "enroot": "nemo_gym.sandbox.enroot:EnrootProvider",
-        "e2b": "nemo_gym.sandbox.remote.e2b:E2BProvider",
-        "daytona": "nemo_gym.sandbox.remote.daytona:DaytonaProvider",
-        "opensandbox": "nemo_gym.sandbox.remote.opensandbox:OpenSandboxProvider",
-        "kubernetes": "nemo_gym.sandbox.remote.kubernetes:KubernetesProvider",
-        "ecs": "nemo_gym.sandbox.remote.ecs:EcsProvider",
-    },
-}
-
 Source = Literal["registered", "builtin", "local", "plugin"]
 
-# Built-in families: `prefix<member>` names, each built by `factory(member)(**options)`
-# (`reasoning_gym/leg_counting`). They resolve as built-ins and are not listed one by one.
-_FAMILIES: dict[Kind, dict[str, str]] = {
-    "env": {
-        "reasoning_gym/": "nemo_gym.envs.reasoning.reasoning_gym:for_dataset",
-        "nemo_gym/": "nemo_gym.interop.nemo_gym:for_server",
-    },
-}
 Factory = Callable[..., Any]
 
 
@@ -245,7 +131,7 @@ class Entry:
         if callable(self.target):
             return self.target
         try:
-            return _import(self.target)
+            return import_object(self.target)
         except ConfigError:
             raise
         except Exception as exc:
@@ -259,12 +145,22 @@ class Entry:
         """`module:attribute` of the factory, when another process can import it."""
         if isinstance(self.target, str):
             return self.target
-        return _import_path(self.target)
+        return import_path(self.target)
 
     @property
     def id(self) -> str:
-        return self.name if self.version is None else f"{self.name}@{self.version}"
+        """`name@version` (the bare name when unversioned)."""
+        return join_id(self.name, self.version)
 
+
+INFO_FIELDS: dict[Kind, tuple[str, ...]] = {
+    "env": ("domain", "verification", "description", "source", "license", "requires", "splits"),
+    "model": (),
+    "harness": (),
+    "verifier": (),
+    "sandbox": (),
+}
+"""What `register(kind, name, target, **info)` may say about a name (`EnvInfo`'s fields)."""
 
 LABELS: dict[Kind, str] = {
     "env": "environment",
@@ -307,43 +203,7 @@ def isolated() -> Iterator[Registry]:
         _active.reset(token)
 
 
-_specs: weakref.WeakKeyDictionary[Any, Spec] = weakref.WeakKeyDictionary()
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
-
-
-def _check_kind(kind: str) -> Kind:
-    if kind not in KINDS:
-        raise ConfigError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
-    return kind
-
-
-def _import(target: str) -> Any:
-    module, sep, attribute = target.partition(":")
-    if not sep or not module or not attribute:
-        raise ConfigError(f"{target!r}: an import path is 'package.module:attribute'")
-    value: Any = importlib.import_module(module)
-    for part in attribute.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def _import_path(obj: Any) -> str | None:
-    """`module:qualname` of a class or function when importing it gives it back."""
-    module = getattr(obj, "__module__", None)
-    qualname = getattr(obj, "__qualname__", None)
-    if not module or not qualname or "<" in qualname or module == "__main__":
-        return None
-    try:
-        found = _import(f"{module}:{qualname}")
-    except Exception:
-        return None
-    found = getattr(found, "__wrapped__", found)
-    return f"{module}:{qualname}" if found is getattr(obj, "__wrapped__", obj) else None
-
-
-def _split_id(name: str) -> tuple[str, str | None]:
-    base, sep, version = name.partition("@")
-    return base, (version if sep else None)
 
 
 def _version_key(version: str | None) -> tuple[Any, ...]:
@@ -361,17 +221,25 @@ def register(
     replace: bool = False,
     **info: Any,
 ) -> Entry:
-    """Register `target` (a class, a factory, or its import path) as `kind` `name`.
+    """Register `target` (a class, a factory, or its import path) as `kind` `name`:
+    `gym.register("env", "my_env", MyEnv)`, then `gym.make("my_env")` /
+    `build("env", "my_env")`. The one way to register anything, of every kind.
 
     An import path (`"mypkg.envs:MyEnv"`) is what makes the name reproducible in another
     process: the spec of everything built under it carries the path. A callable is
-    recorded by its own import path when it has one. `info` is free metadata shown by
-    `gym list` (for environments: domain, description, ...). Registering a name that
+    recorded by its own import path when it has one. `info` is what `gym list` shows
+    (`INFO_FIELDS`: for environments domain, description, ...). Registering a name that
     exists (here or as a built-in) needs `replace=True`.
     """
-    kind = _check_kind(kind)
+    kind = check_kind(kind)
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(f"{kind} name {name!r}: use letters, digits and _ . - /")
+    unknown = set(info) - set(INFO_FIELDS[kind])
+    if unknown:
+        raise ConfigError(
+            f"register({kind!r}, {name!r}): unknown info {', '.join(sorted(unknown))}; "
+            f"a {LABELS[kind]} takes {', '.join(INFO_FIELDS[kind]) or 'none'}"
+        )
     if not (isinstance(target, str) or callable(target)):
         raise ConfigError(f"{kind} {name!r}: target must be callable or 'module:attr'")
     if isinstance(target, str):
@@ -379,7 +247,7 @@ def register(
         if not sep or not module or not attribute:
             raise ConfigError(f"{kind} {name!r}: import path {target!r} is not 'module:attr'")
     versions = active().registered[kind].setdefault(name, {})
-    exists = version in versions or (name in _BUILTINS[kind] and version is None)
+    exists = version in versions or (name in BUILTINS[kind] and version is None)
     if exists and not replace:
         raise ConfigError(
             f"a {LABELS[kind]} named {name!r} is already registered; pass replace=True to "
@@ -392,48 +260,10 @@ def register(
 
 def unregister(kind: Kind, name: str, *, version: str | None = None) -> None:
     """Remove a run-time registration (built-ins and plugins stay)."""
-    versions = active().registered[_check_kind(kind)].get(name, {})
+    versions = active().registered[check_kind(kind)].get(name, {})
     versions.pop(version, None)
     if not versions:
         active().registered[kind].pop(name, None)
-
-
-@functools.cache
-def _plugin_map(kind: Kind) -> dict[str, list[Any]]:
-    """Entry points by bare name and by `<distribution>/<name>`; a bare name two
-    distributions declare maps to both (a clash `lookup` reports, never a silent pick)."""
-    from importlib.metadata import entry_points  # ~10 ms: only when a name is looked up
-
-    found: dict[str, list[Any]] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUPS[kind]):
-        found.setdefault(ep.name, []).append(ep)
-        found.setdefault(f"{_distribution(ep)}/{ep.name}", []).append(ep)
-    return found
-
-
-def _distribution(ep: Any) -> str:
-    dist = getattr(ep, "dist", None)
-    name = getattr(dist, "name", None) or "unknown"
-    return re.sub(r"[-_.]+", "-", str(name)).lower()
-
-
-def _plugin(kind: Kind, name: str) -> Any | None:
-    found = _plugin_map(kind).get(name)
-    if not found:
-        return None
-    sources = {_distribution(ep) for ep in found}
-    if len(sources) > 1:
-        qualified = ", ".join(sorted(f"{d}/{name}" for d in sources))
-        raise ConfigError(
-            f"{len(sources)} installed plugins declare a {LABELS[kind]} named {name!r}; "
-            f"name the one you mean: {qualified}"
-        )
-    return found[0]
-
-
-def refresh_plugins() -> None:
-    """Forget the cached entry points (after installing a plugin in this process)."""
-    _plugin_map.cache_clear()
 
 
 SEARCH_PATH_VARIABLE = "NEMO_GYM_ENV_PATH"
@@ -490,70 +320,37 @@ def _local_names() -> dict[str, Path]:
     return found
 
 
-def _load_local(name: str, file: Path) -> Factory:
-    module_name = f"nemo_gym_local_envs.{name}"
-    module = sys.modules.get(module_name)
-    if module is None or getattr(module, "__file__", None) != str(file):
-        spec = importlib.util.spec_from_file_location(module_name, file)
-        if spec is None or spec.loader is None:
-            raise ConfigError(f"{file}: cannot be imported")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            del sys.modules[module_name]
-            raise ConfigError(f"{file}: importing it raised {type(exc).__name__}: {exc}") from exc
-    factory = getattr(module, "environment", None)
-    if callable(factory):
-        return factory
-    classes = [
-        value
-        for value in vars(module).values()
-        if inspect.isclass(value)
-        and value.__module__ == module_name
-        and getattr(value, "name", None) == name
-        and callable(getattr(value, "tasks", None))
-    ]
-    if len(classes) != 1:
-        raise ConfigError(
-            f"{file}: define a factory called `environment`, or one environment class "
-            f"whose `name` is {name!r} (found {len(classes)})"
-        )
-    return classes[0]
-
-
 def _candidates(kind: Kind, name: str) -> list[Entry]:
     """Every entry under `name`, by the precedence rule (first source that has it)."""
     registered = active().registered[kind].get(name)
     if registered:
         return list(registered.values())
     builtins = [
-        Entry(kind, key.partition("@")[0], target, "builtin", key.partition("@")[2] or None)
-        for key, target in _BUILTINS[kind].items()
-        if key.partition("@")[0] == name
+        Entry(kind, name, target, "builtin", split_id(key)[1])
+        for key, target in BUILTINS[kind].items()
+        if split_id(key)[0] == name
     ]
     if builtins:
         return builtins
-    for prefix, target in _FAMILIES.get(kind, {}).items():
+    for prefix, target in FAMILIES.get(kind, {}).items():
         if name.startswith(prefix) and len(name) > len(prefix):
-            return [Entry(kind, name, _import(target)(name[len(prefix) :]), "builtin")]
+            return [Entry(kind, name, import_object(target)(name[len(prefix) :]), "builtin")]
     if kind == "env":
         file = _local_names().get(name)
         if file is not None:
-            return [Entry(kind, name, _load_local(name, file), "local")]
-    plugin = _plugin(kind, name)
-    if plugin is not None:
-        return [Entry(kind, name, plugin.value, "plugin")]
+            return [Entry(kind, name, load_local(name, file), "local")]
+    found_plugin = plugin(kind, name, LABELS[kind])
+    if found_plugin is not None:
+        return [Entry(kind, name, found_plugin.value, "plugin")]
     return []
 
 
 def lookup(kind: Kind, name: str) -> Entry:
     """The entry `name` (or `name@version`) resolves to; `ConfigError` if none."""
-    kind = _check_kind(kind)
+    kind = check_kind(kind)
     if not isinstance(name, str):
         raise ConfigError(f"a {kind} name must be a string, got {name!r}")
-    base, version = _split_id(name)
+    base, version = split_id(name)
     found = _candidates(kind, base)
     if not found:
         known = names(kind)
@@ -567,9 +364,7 @@ def lookup(kind: Kind, name: str) -> Entry:
         if not exact:  # an unversioned entry whose class declares the version asked for
             exact = [e for e in found if e.version is None and _declared_version(e) == version]
         if not exact:
-            have = ", ".join(
-                e.id if e.version else f"{e.name}@{_declared_version(e)}" for e in found
-            )
+            have = ", ".join(join_id(e.name, e.version or _declared_version(e)) for e in found)
             raise ConfigError(f"{kind} {base!r} has no version {version!r}; have: {have}")
         return exact[0]
     return max(found, key=lambda e: _version_key(e.version))
@@ -589,15 +384,15 @@ def _declared_version(entry: Entry) -> str | None:
 
 def names(kind: Kind) -> list[str]:
     """Every name of `kind` the registry knows (registered, built-in, plugins)."""
-    kind = _check_kind(kind)
-    found = {key.partition("@")[0] for key in _BUILTINS[kind]}
+    kind = check_kind(kind)
+    found = {split_id(key)[0] for key in BUILTINS[kind]}
     found.update(active().registered[kind])
     if kind == "env":
         found.update(_local_names())
-    for name, eps in _plugin_map(kind).items():
+    for name, eps in plugin_map(kind).items():
         if "/" in name:
             continue
-        sources = {_distribution(ep) for ep in eps}
+        sources = {distribution(ep) for ep in eps}
         # A clash lists the qualified names, the ones that can be built.
         found.update([name] if len(sources) == 1 else (f"{d}/{name}" for d in sources))
     return sorted(found)
@@ -634,7 +429,7 @@ def build(kind: Kind | Spec, name: str | None = None, /, **options: Any) -> Any:
         if name is not None or options:
             raise TypeError("build(spec) takes no other arguments")
         return rebuild(kind)
-    kind = _check_kind(kind)
+    kind = check_kind(kind)
     if name is None:
         raise TypeError("build(kind, name, **options) needs a name")
     entry = lookup(kind, name)
@@ -647,7 +442,7 @@ def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any
         obj = factory(**options)
     except TypeError as exc:
         raise ConfigError(f"{entry.kind} {entry.id!r} rejected its options: {exc}") from exc
-    version = entry.version or _attr_version(obj)
+    version = entry.version or attr_version(obj)
     # What the factory itself never records (a `Described` class's `spec_exclude`:
     # secrets, large data) is not recorded when it is built by name either.
     excluded = getattr(factory, "spec_exclude", frozenset()) | secret_parameters(factory)
@@ -660,13 +455,6 @@ def _construct(entry: Entry, options: dict[str, Any], target: str | None) -> Any
     )
     remember(obj, spec)
     return obj
-
-
-def _attr_version(obj: Any) -> str | None:
-    version = getattr(obj, "version", None)
-    if isinstance(version, bool) or not isinstance(version, str | int):
-        return None
-    return str(version)
 
 
 def rebuild(spec: Spec, /, *, trust_code: bool = False) -> Any:
@@ -717,193 +505,14 @@ def _revive(value: Any, trust_code: bool) -> Any:
     return value
 
 
-def remember(obj: Any, spec: Spec) -> None:
-    """Attach `spec` to `obj` (what `build` does); a no-op for objects without weakrefs."""
-    try:
-        _specs[obj] = spec
-    except TypeError:
-        pass
-
-
-SECRET_NAMES = frozenset(
-    {
-        "api_key",
-        "token",
-        "access_token",
-        "auth_token",
-        "bearer_token",
-        "hf_token",
-        "password",
-        "secret",
-        "client_secret",
-        "authorization",
-    }
-)
-"""Option (and nested mapping) keys never recorded, whatever their value's type."""
-
-
-def is_secret(name: str, value: Any) -> bool:
-    """Whether an option is a credential: a `SecretStr`/`SecretBytes` value (the typed
-    way to pass one), or a key that names one (`token`, `api_key`, ...)."""
-    return isinstance(value, SecretStr | SecretBytes) or name.lower() in SECRET_NAMES
-
-
-def secret_parameters(factory: Callable[..., Any]) -> frozenset[str]:
-    """The parameters of `factory` annotated with a secret type (`SecretStr`, ...)."""
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return frozenset()
-    return frozenset(p.name for p in parameters if "Secret" in str(p.annotation))
-
-
-def jsonable_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Options as JSON values: nested specs as `$spec`, other objects as `$object`;
-    secrets (`is_secret`) left out."""
-    return {
-        str(key): _jsonable(value)
-        for key, value in options.items()
-        if not is_secret(str(key), value)
-    }
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, str):
-        return without_credentials(value)  # a URL's user:password is never recorded
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, PurePath):
-        return str(value)
-    if isinstance(value, list | tuple | frozenset | set):
-        items = [_jsonable(v) for v in value]
-        return sorted(items, key=repr) if isinstance(value, frozenset | set) else items
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items() if not is_secret(str(k), v)}
-    if isinstance(value, SecretStr | SecretBytes):
-        return "**********"
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    spec = _known_spec(value)
-    if spec is not None:
-        return {"$spec": spec.model_dump(mode="json")}
-    return {"$object": type(value).__qualname__}
-
-
-def _known_spec(value: Any) -> Spec | None:
-    try:
-        found = _specs.get(value)
-    except TypeError:
-        found = None
-    if found is not None:
-        return found
-    if isinstance(value, Described):
-        return value.to_spec()
-    return None
-
-
-def spec_of(obj: Any, kind: Kind) -> Spec:
-    """The spec of `obj`: the one it was built with, else what it says of itself.
-
-    Built by `build`/`make`: that spec. A `Described` object (the built-in classes):
-    its name, version and constructor options. Anything else: its `name` (for
-    environments) or type name, no options, and its type's import path as target.
-    """
-    kind = _check_kind(kind)
-    known = _known_spec(obj)
-    if known is not None:
-        return known
-    describe = getattr(obj, "to_spec", None)
-    if callable(describe):
-        spec = describe()
-        if isinstance(spec, Spec):
-            return spec
-    inner = function_of(obj)
-    source = inner if inner is not None else obj
-    kind_type = source if inspect.isfunction(source) else type(source)
-    name = getattr(obj, "name", None) if kind == "env" else None
-    return Spec(
-        kind=kind,
-        name=name if isinstance(name, str) and name else kind_type.__qualname__,
-        version=_attr_version(obj),
-        options={},
-        target=_import_path(kind_type),
-    )
-
-
-def _builtin_name(kind: Kind, cls: type) -> str | None:
+def builtin_name(kind: Kind, cls: type) -> str | None:
+    """The name `cls` is registered or built in under, if any (how a `Described`
+    object names itself)."""
     path = f"{cls.__module__}:{cls.__qualname__}"
-    for key, target in _BUILTINS[kind].items():
+    for key, target in BUILTINS[kind].items():
         if target == path:
-            return key.partition("@")[0]
+            return split_id(key)[0]
     for name, versions in active().registered[kind].items():
         if any(e.target_path == path for e in versions.values()):
             return name
     return None
-
-
-class Described:
-    """A class whose instances remember their constructor's keyword arguments.
-
-    Subclasses set `spec_kind`; `spec_exclude` names arguments that are never recorded
-    (secrets, large data). `to_spec()` then says how to rebuild the instance and
-    `repr()` shows the options it was given: `SingleTurn(system_prompt='Solve it.')`.
-    """
-
-    spec_kind: ClassVar[Kind]
-    spec_exclude: ClassVar[frozenset[str]] = frozenset()
-    _spec_options: dict[str, Any]
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is None or getattr(init, "_nemo_gym_described", False):
-            return
-        signature = inspect.signature(init)
-        secret = secret_parameters(init)
-
-        @functools.wraps(init)
-        def __init__(self: Described, *args: Any, **kw: Any) -> None:
-            # The outermost constructor records; a subclass calling super().__init__
-            # with arguments of its own does not overwrite them.
-            if "_spec_options" not in self.__dict__:
-                try:
-                    bound = signature.bind(self, *args, **kw)
-                except TypeError:
-                    options: dict[str, Any] = dict(kw)
-                else:
-                    options = {}
-                    for param_name, value in list(bound.arguments.items())[1:]:
-                        param = signature.parameters[param_name]
-                        if param.kind is param.VAR_KEYWORD:
-                            options.update(value)
-                        elif param.kind is not param.VAR_POSITIONAL:
-                            options[param_name] = value
-                excluded = type(self).spec_exclude | secret
-                self._spec_options = {k: v for k, v in options.items() if k not in excluded}
-            init(self, *args, **kw)
-
-        setattr(__init__, "_nemo_gym_described", True)  # noqa: B010 (a marker on a function)
-        setattr(cls, "__init__", __init__)  # noqa: B010 (mypy refuses a method assignment)
-
-    def to_spec(self) -> Spec:
-        """How to rebuild this object: registry name (or type), version, options."""
-        cls = type(self)
-        kind = cls.spec_kind
-        name = _builtin_name(kind, cls)
-        if name is None and kind == "env":
-            env_name = getattr(self, "name", None)
-            name = env_name if isinstance(env_name, str) and env_name else None
-        return Spec(
-            kind=kind,
-            name=name or cls.__qualname__,
-            version=_attr_version(self),
-            options=jsonable_options(self.__dict__.get("_spec_options", {})),
-            target=_import_path(cls),
-        )
-
-    def __repr__(self) -> str:
-        options = self.__dict__.get("_spec_options", {})
-        shown = ", ".join(f"{k}={v!r}" for k, v in options.items())
-        return f"{type(self).__name__}({shown})"

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 from nemo_gym.errors import ConfigError
 from nemo_gym.lifecycle import close_all, is_interrupt
@@ -18,17 +15,16 @@ from nemo_gym.metrics import Group, MetricsAccumulator
 from nemo_gym.options import DEFAULT_CONCURRENCY
 from nemo_gym.protocols import Environment, Verifier, as_verifier
 from nemo_gym.records import Rewards, Rollout
-from nemo_gym.registry import Spec, build, rebuild
+from nemo_gym.registry import build, rebuild
 from nemo_gym.rundir.files import (
     FAILURES,
     MANIFEST,
     ROLLOUTS,
-    read_manifest,
     remove_stale_temp_files,
     write_atomic,
     write_line,
 )
-from nemo_gym.rundir.manifest import manifest_parts
+from nemo_gym.rundir.manifest import Manifest, read_manifest
 from nemo_gym.rundir.rows import (
     RunResult,
     check_row_part,
@@ -88,9 +84,10 @@ async def reverify(
     for name in (ROLLOUTS, FAILURES):
         (out / name).write_text("")
     if manifest is not None:
-        manifest["reverified_from"] = str(source)
-        manifest["reverified_at"] = time.time()
-        write_atomic(out / MANIFEST, json.dumps(manifest, indent=2))
+        reverified = manifest.model_copy(
+            update={"reverified_from": str(source), "reverified_at": time.time()}
+        )
+        write_atomic(out / MANIFEST, reverified.to_json())
 
     def check_of(where: str, item: Rollout) -> Verifier:
         single = checks.get(None)
@@ -160,28 +157,21 @@ async def reverify(
 
 
 def _rebuild_envs(
-    path: Path, manifest: dict[str, Any] | None, *, trust_code: bool
+    path: Path, manifest: Manifest | None, *, trust_code: bool
 ) -> dict[Group, Environment]:
     """The environments a run's `run.json` names (one per part), rebuilt with their
     options, by the (env name, variant) of the rows they verify."""
     if manifest is None:
         raise ConfigError(f"{path}: missing, so the environment is unknown; pass verifier= or env=")
-    if "parts" not in manifest and not isinstance(manifest.get("spec"), dict):
-        name = manifest.get("env")  # a schema-1 run.json named the environment only
-        if not isinstance(name, str):
-            raise ConfigError(f"{path}: no field 'spec.env' (or 'env'); pass verifier= or env=")
-        return {(name, None): build("env", name)}
     envs: dict[Group, Environment] = {}
-    for index, part in enumerate(manifest_parts(manifest, path)):
-        value = part["spec"].get("env")
-        field = "spec.env" if "parts" not in manifest else f"parts[{index}].spec.env"
+    for index, part in enumerate(manifest.parts):
+        field = manifest.part_field(index, "spec.env" if part.spec is not None else "env")
         try:
-            env_spec = Spec.model_validate(value)
-        except ValidationError as exc:
-            raise ConfigError(f"{path}: field {field!r} is not a spec: {exc}") from exc
-        try:
-            env = rebuild(env_spec, trust_code=trust_code)
+            if part.spec is None:  # a version-1 run.json named the environment only
+                env = build("env", part.env or "")
+            else:
+                env = rebuild(part.spec.env, trust_code=trust_code)
         except ConfigError as exc:
             raise ConfigError(f"{path}: field {field!r}: {exc}") from exc
-        envs[(part.get("env") or env.name, part.get("variant"))] = env
+        envs[(part.env or env.name, part.variant)] = env
     return envs

@@ -13,28 +13,32 @@ seed. What the adapter reports it sent is what each `ModelCall` records.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import logging
 import time
-import traceback
 import uuid
 from array import array
 from collections.abc import AsyncGenerator, Iterable, Iterator
 from contextlib import aclosing
-from contextvars import ContextVar
-from typing import Any, NamedTuple, Unpack
+from typing import Unpack
 
-from nemo_gym.errors import ConfigError, HarnessError, ModelError, NemoGymError, RolloutTimeout
+from nemo_gym.errors import ConfigError, HarnessError, RolloutTimeout
 from nemo_gym.lifecycle import close_all, is_interrupt
 from nemo_gym.options import DEFAULT_CONCURRENCY, STREAM_OPTIONS, RunSettings, StreamOptions
 from nemo_gym.protocols import Environment, Harness, Model, as_verifier
+from nemo_gym.recording import (
+    RecordingModel,
+    RolloutKey,
+    call_seed,
+    current_rollout,
+    derive_seed,
+    failure_of,
+    reset_current_rollout,
+    set_current_rollout,
+)
 from nemo_gym.records import (
     Failure,
     Message,
-    ModelCall,
-    ModelRequest,
-    ModelResponse,
     Observation,
     Rewards,
     Rollout,
@@ -49,200 +53,28 @@ from nemo_gym.records import (
 from nemo_gym.registry import spec_of
 from nemo_gym.sandbox.clock import SandboxClock, reset_clock, use_clock
 
+# RecordingModel, the rollout context and seeds, and failure_of live in
+# nemo_gym.recording; they are re-exported here, where they have always been imported.
 __all__ = [
     "DEFAULT_CONCURRENCY",
+    "RecordingModel",
     "RolloutKey",
+    "call_seed",
     "current_rollout",
     "default_harness",
     "derive_seed",
     "failure_of",
     "grouped",
     "groups",
+    "reset_current_rollout",
     "rollout",
     "rollouts",
     "run_spec",
     "run_stream",
+    "set_current_rollout",
 ]
 
 log = logging.getLogger(__name__)
-
-
-_PHASE_KIND = {"open": "environment", "close": "environment", "harness": "harness"}
-
-
-class RolloutKey(NamedTuple):
-    """Which rollout some code runs for: the task id, the repeat, the repeat's seed."""
-
-    task_id: str
-    repeat: int
-    seed: int | None
-
-
-_CURRENT: ContextVar[RolloutKey | None] = ContextVar("nemo_gym.rollout", default=None)
-
-
-def current_rollout() -> RolloutKey | None:
-    """The rollout whose code is running, or None outside one.
-
-    Set by `rollout()` for everything it runs: the environment's `open`, the harness,
-    model calls, tools, the episode's close and the verifier (tasks they start inherit
-    it). For logging, tracing and fault injection (`nemo_gym.testing.faults`).
-    """
-    return _CURRENT.get()
-
-
-def derive_seed(run_seed: int, task_id: str, repeat: int) -> int:
-    """The seed of one repeat: a stable 31-bit hash of (run seed, task id, repeat)."""
-    digest = hashlib.blake2b(f"{run_seed}:{task_id}:{repeat}".encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big") & 0x7FFFFFFF
-
-
-def call_seed(seed: int, index: int) -> int:
-    """The seed of call `index` (0-based) of a rollout whose repeat seed is `seed`.
-
-    Call 0 uses `seed` itself (so a single-turn rollout's call has `Rollout.seed`); later
-    calls derive their own from it, in the order the harness makes them.
-    """
-    return seed if index == 0 else derive_seed(seed, "call", index)
-
-
-def _error_type(exc: BaseException) -> str:
-    wrapped = exc.error_type if isinstance(exc, NemoGymError) else None
-    return wrapped or type(exc).__qualname__
-
-
-_NO_SAMPLING = Sampling()
-
-
-class RecordingModel:
-    """Wraps the policy for one rollout: applies run-level sampling and the repeat's seed,
-    and records every call (request as sent, response or error, latency, attempts) on
-    the trajectory. An empty reply (no content, no tool calls) is an `empty_response`
-    model failure."""
-
-    __slots__ = (
-        "_calls",
-        "_given",
-        "_inner",
-        "_merged",
-        "_run_sampling",
-        "_seed",
-        "_started",
-        "model_s",
-    )
-
-    # What a harness may read of the adapter it drives: plain data, never a way to call
-    # it (a client, the adapter itself), which would skip recording and the seed.
-    FORWARDED = frozenset({"name", "model", "tokenizer", "version"})
-
-    def __init__(
-        self, model: Model, calls: list[ModelCall], sampling: Sampling | None, seed: int | None
-    ):
-        self._inner = model
-        self._calls = calls
-        self._run_sampling = sampling
-        self._seed = seed
-        self.model_s = 0.0
-        self._given: Sampling | None = None
-        self._merged = _NO_SAMPLING  # replaced on the first call (`_given` is None)
-        self._started = 0
-
-    def _sampling(self, given: Sampling) -> Sampling:
-        # A harness sends the same Sampling object every turn: merge it once.
-        if given is not self._given:
-            run = self._run_sampling
-            self._given, self._merged = given, given if run is None else run.merged_over(given)
-        merged = self._merged
-        if self._seed is not None:
-            # Each call of the rollout gets a seed of its own (the first one the repeat's
-            # seed itself): parallel calls with one prompt (several thinkers, sub-agents)
-            # must not draw the same sample.
-            index = self._started
-            self._started += 1
-            seed = self._seed if index == 0 else call_seed(self._seed, index)
-            if merged.seed != seed:
-                merged = replace(merged, seed=seed)
-        return merged
-
-    async def generate(self, request: ModelRequest) -> ModelResponse:
-        sampling = self._sampling(request.sampling)
-        if sampling is not request.sampling:
-            request = replace(request, sampling=sampling)
-        started = time.perf_counter()
-        try:
-            response = await self._inner.generate(request)
-        except BaseException as exc:
-            if is_interrupt(exc):
-                raise
-            elapsed = time.perf_counter() - started
-            self.model_s += elapsed
-            attempts = exc.attempts if isinstance(exc, ModelError) else 1
-            self._calls.append(
-                ModelCall(
-                    request=request,
-                    error=f"{type(exc).__qualname__}: {exc}",
-                    latency_s=elapsed,
-                    attempts=attempts,
-                )
-            )
-            if isinstance(exc, NemoGymError):
-                raise
-            error = ModelError(f"{type(exc).__qualname__}: {exc}")
-            error.error_type = type(exc).__qualname__
-            raise error from exc
-        elapsed = time.perf_counter() - started
-        self.model_s += elapsed
-        sent = response.sampling
-        self._calls.append(
-            ModelCall(
-                request=request if sent is None else replace(request, sampling=sent),
-                response=response,
-                latency_s=elapsed,
-                attempts=response.attempts,
-            )
-        )
-        message = response.message
-        if not message.tool_calls and not (message.content or "").strip():
-            raise ModelError(
-                f"the model replied with no content and no tool calls "
-                f"(finish_reason={response.finish_reason!r})",
-                code="empty_response",
-            )
-        return response
-
-    def __getattr__(self, name: str) -> Any:
-        if name in RecordingModel.FORWARDED:
-            value = getattr(self._inner, name)
-            if not hasattr(value, "generate"):
-                return value
-        raise AttributeError(
-            f"the policy a harness drives records every call, so it offers `generate` and "
-            f"the adapter's {', '.join(sorted(RecordingModel.FORWARDED))} only, not {name!r}"
-        )
-
-
-def failure_of(exc: BaseException, where: str) -> Failure:
-    """The `Failure` record of `exc`, raised in phase `where` (open, harness, verify,
-    close): its kind and code, message, exception type and the end of its traceback."""
-    if isinstance(exc, asyncio.CancelledError):
-        kind, code = "cancelled", "cancelled"
-    elif where == "verify":
-        kind = "verifier"
-        code = exc.code if isinstance(exc, NemoGymError) else "verifier"
-    elif isinstance(exc, NemoGymError):
-        kind, code = exc.kind, exc.code
-    else:
-        kind = _PHASE_KIND.get(where, "harness")
-        code = kind
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-8))
-    return Failure(
-        kind=kind,  # type: ignore[arg-type]
-        code=code,
-        message=str(exc) or type(exc).__qualname__,
-        error_type=_error_type(exc),
-        where=where,  # type: ignore[arg-type]
-        traceback=tb[-4000:],
-    )
 
 
 class _Tracked(Exception):
@@ -355,7 +187,7 @@ async def rollout(
     failure: Failure | None = None
     phase = ["open"]
     verify_s = 0.0
-    token = _CURRENT.set(RolloutKey(task.id, repeat, seed))
+    token = set_current_rollout(RolloutKey(task.id, repeat, seed))
     clock = SandboxClock()
     clock_token = use_clock(clock)
     # One deadline for the whole rollout; whether a TimeoutError is the rollout's own is
@@ -387,7 +219,7 @@ async def rollout(
             error = RolloutTimeout(f"rollout exceeded its {timeout}s deadline during {phase[0]}")
         failure = failure_of(error, phase[0])
     finally:
-        _CURRENT.reset(token)
+        reset_current_rollout(token)
         reset_clock(clock_token)
     return Rollout(
         run_id=run_id,

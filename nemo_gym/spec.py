@@ -10,10 +10,22 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["KINDS", "Kind", "Spec", "has_opaque"]
+__all__ = ["KINDS", "Kind", "Spec", "has_opaque", "join_id", "split_id"]
 
 Kind = Literal["env", "model", "harness", "verifier", "sandbox"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
+
+
+def split_id(name: str) -> tuple[str, str | None]:
+    """`"name@2"` -> `("name", "2")`, `"name"` -> `("name", None)`: the one reading of
+    a registry id (the registry, specs, config files and the CLI all use it)."""
+    base, sep, version = name.partition("@")
+    return base, (version or None) if sep else None
+
+
+def join_id(name: str, version: str | None) -> str:
+    """`name@version`, or the bare name when there is no version (`split_id`'s inverse)."""
+    return name if version is None else f"{name}@{version}"
 
 
 class Spec(BaseModel):
@@ -36,7 +48,7 @@ class Spec(BaseModel):
     @property
     def id(self) -> str:
         """`name@version` (or the bare name when there is no version)."""
-        return self.name if self.version is None else f"{self.name}@{self.version}"
+        return join_id(self.name, self.version)
 
     @property
     def rebuildable(self) -> bool:

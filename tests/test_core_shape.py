@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, SecretStr
 
 import nemo_gym as gym
@@ -467,3 +470,263 @@ async def test_tools_made_per_episode_share_a_validator_but_not_their_classes() 
     assert first.spec.parameters is not second.spec.parameters
     one, two = place, gym.tool(place.fn)
     assert one.arguments is two.arguments  # one signature, one validator built
+
+
+# ------------------------------------------------ 18.1 run.json: typed, versioned, migrated
+
+# The shapes run.json has had, as the code of each release wrote them (git history of
+# nemo_gym/collect.py: b8da8ca, 52f43b3, ad589b4).
+_SPEC = {
+    "env": {"kind": "env", "name": "arithmetic", "version": "1", "options": {"seed": 1}},
+    "model": {"kind": "model", "name": "scripted", "options": {}},
+    "harness": {"kind": "harness", "name": "single_turn", "options": {}},
+    "sampling": None,
+    "seed": 0,
+    "repeats": 1,
+    "split": "test",
+}
+_V1 = {
+    "run_id": "r1",
+    "created_at": 1.5,
+    "env": "arithmetic",
+    "seed": 0,
+    "repeats": 2,
+    "split": "test",
+    "limit": 3,
+    "model": "<ScriptedModel object at 0x7f>",
+    "harness": None,
+    "sampling": None,
+}
+_V2_SINGLE = {"schema_version": 2, "run_id": "r2", "created_at": 2.5, "spec": _SPEC, "limit": 3}
+_V2_PARTS = {
+    "schema_version": 2,
+    "run_id": "r3",
+    "created_at": 3.5,
+    "parts": [
+        {"env": "arithmetic", "variant": None, "spec": _SPEC, "limit": 3, "source": None},
+        {"env": "arithmetic", "variant": "b", "spec": _SPEC, "limit": None, "source": "f.jsonl"},
+    ],
+    "shard": {"index": 0, "count": 2},
+}
+
+
+def _manifest_file(tmp_path: Path, raw: Any) -> Path:
+    path = tmp_path / "run.json"
+    path.write_text(raw if isinstance(raw, str) else json.dumps(raw))
+    return path
+
+
+def test_each_older_run_json_shape_migrates_to_the_manifest(tmp_path: Path) -> None:
+    from nemo_gym.records import RunSpec
+    from nemo_gym.rundir.manifest import read_manifest
+
+    v1 = read_manifest(_manifest_file(tmp_path, _V1))
+    assert v1 is not None and v1.run_id == "r1" and v1.created_at == 1.5
+    [part] = v1.parts
+    assert (part.env, part.spec, part.limit) == ("arithmetic", None, 3)
+    assert not v1.resumable  # its model was a repr: nothing to check a resume against
+
+    single = read_manifest(_manifest_file(tmp_path, _V2_SINGLE))
+    assert single is not None and single.resumable and single.shard is None
+    [part] = single.parts
+    assert part.spec == RunSpec.model_validate(_SPEC) and part.limit == 3
+
+    mixed = read_manifest(_manifest_file(tmp_path, _V2_PARTS))
+    assert mixed is not None and [p.label for p in mixed.parts] == ["arithmetic", "arithmetic[b]"]
+    assert mixed.shard is not None and (mixed.shard.index, mixed.shard.count) == (0, 2)
+
+    # Written back, each reads as itself (the single-part mirror at the top level too).
+    for manifest in (v1, single, mixed):
+        again = read_manifest(_manifest_file(tmp_path, manifest.to_json()))
+        assert again is not None and again.model_dump() == manifest.model_dump()
+    written = json.loads(single.to_json())
+    assert RunSpec.model_validate(written["spec"]) == RunSpec.model_validate(_SPEC)
+
+
+async def test_a_run_written_before_mixed_runs_resumes(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    env, model = gym.make("arithmetic", seed=1), ScriptedModel(["1"], cycle=True)
+    await gym.collect(env, model, output=run, limit=2)
+    current = json.loads((run / "run.json").read_text())
+    old = {k: current[k] for k in ("schema_version", "run_id", "created_at", "spec", "limit")}
+    (run / "run.json").write_text(json.dumps(old))
+    result = await gym.collect(env, model, output=run, limit=3)
+    assert result.new == 1  # the two stored rollouts were recognised as this run's
+    assert json.loads((run / "run.json").read_text())["run_id"] == current["run_id"]
+
+
+async def test_a_version_1_run_is_reported_and_reverified(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    await gym.collect(
+        gym.make("arithmetic", seed=1), ScriptedModel(["1"], cycle=True), output=run, limit=2
+    )
+    (run / "run.json").write_text(json.dumps(_V1))
+    assert (await gym.reverify(run)).new == 2  # rebuilt by the name it recorded
+    html = gym.analysis.render(gym.analysis.profile(run))
+    assert "run r1 · model ?" in html
+
+
+@pytest.mark.parametrize("version", [3, 99, 10**30])
+async def test_a_run_json_of_a_future_version_is_refused_naming_it(
+    tmp_path: Path, version: int
+) -> None:
+    run = tmp_path / "run"
+    await gym.collect(_arith(2), ScriptedModel(["0"], cycle=True), output=run)
+    manifest = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**manifest, "schema_version": version}))
+    message = r"run\.json: field 'schema_version' is \d+.*versions 1 to 2; upgrade nemo_gym"
+    with pytest.raises(ConfigError, match=message):
+        await gym.collect(_arith(2), ScriptedModel(["0"], cycle=True), output=run)
+    with pytest.raises(ConfigError, match=message):
+        await gym.reverify(run)
+    with pytest.raises(ConfigError, match=message):
+        gym.aggregate([run], output=tmp_path / "merged")
+    with pytest.raises(ConfigError, match=message):
+        gym.analysis.profile(run)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"run_id": 5}, "run_id"),
+        ({"created_at": "yesterday"}, "created_at"),
+        ({"parts": "all"}, "parts"),
+        ({"parts": [5]}, "parts[0]"),
+        ({"parts": []}, "parts"),
+        ({"parts": [{"spec": {"env": 5}}]}, "parts[0].spec.env"),
+        ({"parts": [{"spec": {**_SPEC, "evil": 1}}]}, "parts[0].spec.evil"),
+        ({"parts": [{"spec": _SPEC, "limit": -1}]}, "parts[0].limit"),
+        ({"parts": [{"spec": _SPEC, "limit": 10**30}]}, "parts[0].limit"),
+        ({"shard": {"index": 5, "count": 2}}, "shard"),
+        ({"shard": {"index": 0, "count": 0}}, "shard.count"),
+        ({"schema_version": "2"}, "schema_version"),
+        ({"schema_version": True}, "schema_version"),
+        ({"schema_version": 2.0}, "schema_version"),
+        ({"aggregated_from": [{"run_id": "x"}]}, "aggregated_from[0].path"),
+        ({"spec": None, "parts": None}, "spec"),
+        ({"parts": None}, "parts"),
+    ],
+)
+def test_a_hostile_run_json_is_refused_naming_the_field(
+    tmp_path: Path, change: dict[str, Any], field: str
+) -> None:
+    from nemo_gym.rundir.manifest import read_manifest
+
+    raw = {**_V2_PARTS, **change}
+    if change.get("parts") is None and "parts" in change:
+        del raw["parts"]
+    path = _manifest_file(tmp_path, raw)
+    with pytest.raises(ConfigError) as caught:
+        read_manifest(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ")
+    assert f"field '{field}'" in message, message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"run_id": "r", "created_at": 1' + "0" * 5000 + "}",  # int() refuses > 4300 digits
+        '{"run_id": "r", "created_at": Infinity, "parts": [{}]}',
+        '{"run_id": "r", "created_at": NaN, "parts": [{}]}',
+        "[" * 100 + "]" * 100,
+        '{"run_id": "' + "x" * 300 + '", "created_at": 1, "parts": [{}]}',
+        '{"a": ' + "[" * 80 + "]" * 80 + "}",
+        "\xff\xfe",
+        "",
+        "null",
+    ],
+)
+def test_a_malformed_run_json_is_a_config_error_never_a_traceback(
+    tmp_path: Path, text: str
+) -> None:
+    from nemo_gym.rundir.manifest import read_manifest
+
+    path = tmp_path / "run.json"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: "):
+        read_manifest(path)
+
+
+def test_unknown_top_level_keys_in_run_json_are_ignored(tmp_path: Path) -> None:
+    from nemo_gym.rundir.manifest import read_manifest
+
+    manifest = read_manifest(_manifest_file(tmp_path, {**_V2_PARTS, "from_the_future": [1]}))
+    assert manifest is not None and "from_the_future" not in manifest.to_json()
+
+
+def test_an_oversized_run_json_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    from nemo_gym.rundir.manifest import MANIFEST_LIMITS, read_manifest
+
+    path = tmp_path / "run.json"
+    with path.open("wb") as handle:
+        handle.truncate(MANIFEST_LIMITS.max_chars + 1)  # sparse: costs no disk
+    with pytest.raises(ConfigError, match=r"run\.json: \d+ bytes, over the"):
+        read_manifest(path)
+
+
+async def test_a_report_of_a_hostile_run_json_is_a_clear_error(tmp_path: Path) -> None:
+    # `parts: [5]` crashed the report with AttributeError: the header read parts[0].get.
+    run = tmp_path / "run"
+    await gym.collect(_arith(2), ScriptedModel(["0"], cycle=True), output=run)
+    (run / "run.json").write_text(json.dumps({**_V2_PARTS, "parts": [5]}))
+    with pytest.raises(ConfigError, match=r"run\.json: field 'parts\[0\]'"):
+        gym.analysis.render(gym.analysis.profile(run))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    raw=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "schema_version",
+                        "run_id",
+                        "created_at",
+                        "parts",
+                        "spec",
+                        "env",
+                        "shard",
+                        "limit",
+                        "kind",
+                        "name",
+                        "index",
+                        "count",
+                        "model",
+                        "harness",
+                        "x",
+                    ]
+                ),
+                inner,
+                max_size=6,
+            )
+        ),
+        max_leaves=20,
+    )
+)
+def test_any_json_as_run_json_is_a_manifest_or_a_config_error(raw: Any) -> None:
+    from nemo_gym.rundir.manifest import Manifest, parse_manifest
+
+    try:
+        assert isinstance(parse_manifest(raw, "run.json"), Manifest)
+    except ConfigError as exc:
+        assert str(exc).startswith("run.json: ")
+
+
+async def test_a_number_too_long_to_convert_is_a_config_error_naming_the_line(
+    tmp_path: Path,
+) -> None:
+    # json.loads raises a bare ValueError past 4,300 digits: it escaped as a traceback.
+    run = tmp_path / "run"
+    await gym.collect(_arith(2), ScriptedModel(["0"], cycle=True), output=run)
+    good = (run / "rollouts.jsonl").read_text()
+    (run / "rollouts.jsonl").write_text(good + '{"task_id": "t9", "repeat": 1' + "0" * 5000 + "}\n")
+    with pytest.raises(ConfigError, match=r"rollouts\.jsonl:3: not valid JSON"):
+        list(gym.read_rollouts(run))
+    (run / "rollouts.jsonl").write_text(good)
+    (run / "run.json").write_text('{"run_id": "r", "created_at": 1' + "0" * 5000 + "}")
+    with pytest.raises(ConfigError, match=r"run\.json: not valid JSON"):
+        await gym.reverify(run)

@@ -22,10 +22,12 @@ def test_register_a_custom_env() -> None:
     async def anything(task, trajectory):
         return 1.0
 
-    gym.register("echo-test", lambda **kw: gym.Env(anything, name="echo-test", **kw), replace=True)
-    assert gym.make("echo-test").name == "echo-test"
-    with pytest.raises(gym.errors.ConfigError, match="already registered"):
-        gym.register("arithmetic", lambda: None)
+    # isolated: a name left registered changed the catalog page another test compares.
+    with gym.registry.isolated():
+        gym.register("env", "echo-test", lambda **kw: gym.Env(anything, name="echo-test", **kw))
+        assert gym.make("echo-test").name == "echo-test"
+        with pytest.raises(gym.errors.ConfigError, match="already registered"):
+            gym.register("env", "arithmetic", lambda: None)
 
 
 def test_arithmetic_is_seeded_and_splits_differ() -> None:

@@ -132,12 +132,16 @@ async def test_chromium_draws_the_report_plots(tmp_path: Path) -> None:
 
 def test_the_header_names_the_model_without_null_options() -> None:
     from nemo_gym.analysis.report import model_label
+    from nemo_gym.spec import Spec
 
-    assert model_label({"name": "local", "options": {"model": None}}) == "local"
+    assert model_label(Spec(kind="model", name="local", options={"model": None})) == "local"
     assert (
-        model_label({"name": "openai", "options": {"model": "m", "base_url": "http://h/v1"}})
+        model_label(
+            Spec(kind="model", name="openai", options={"model": "m", "base_url": "http://h/v1"})
+        )
         == "openai (base_url=http://h/v1, model=m)"
     )
+    assert model_label(None) == "?"  # a version-1 run.json recorded no model spec
 
 
 def test_axes_tell_ticks_apart_and_count_in_whole_numbers() -> None:

@@ -30,9 +30,8 @@ from nemo_gym.rundir.files import (
     check_version,
     lines,
     parse_row,
-    read_manifest,
 )
-from nemo_gym.rundir.manifest import manifest_parts
+from nemo_gym.rundir.manifest import Manifest, read_manifest
 
 __all__ = ["Distribution", "Facts", "Profile", "TaskStats", "VariantStats", "profile"]
 
@@ -134,7 +133,7 @@ class Profile:
     """Everything `gym eval profile` reports about a run."""
 
     run_dir: Path
-    manifest: dict[str, Any]
+    manifest: Manifest | None
     metrics: RunMetrics
     success_threshold: float
     ceiling: float
@@ -319,7 +318,7 @@ def profile(
     path = source / ROLLOUTS
     if not path.exists():
         raise ConfigError(f"{source}: no {ROLLOUTS} here (not a run directory)")
-    manifest = read_manifest(source / MANIFEST) or {}
+    manifest = read_manifest(source / MANIFEST)
     if success_threshold is None:
         success_threshold = 1.0
         saved = source / METRICS
@@ -442,22 +441,18 @@ def profile(
     return result
 
 
-def variant_order(manifest: Mapping[str, Any], names: list[str]) -> list[str]:
+def variant_order(manifest: Manifest | None, names: list[str]) -> list[str]:
     """The variants in the order the run lists them (its first is the baseline)."""
     listed: list[str] = []
-    try:
-        parts = manifest_parts(manifest) if manifest else []
-    except ConfigError:
-        parts = []
-    for part in parts:
-        name = part.get("variant")
-        if isinstance(name, str) and name in names and name not in listed:
+    for part in manifest.parts if manifest is not None else ():
+        name = part.variant
+        if name is not None and name in names and name not in listed:
             listed.append(name)
     return listed + sorted(n for n in names if n not in listed)
 
 
 def _variants(
-    result: Profile, manifest: Mapping[str, Any], *, seed: int, resamples: int
+    result: Profile, manifest: Manifest | None, *, seed: int, resamples: int
 ) -> list[VariantStats]:
     names = variant_order(manifest, list(result.metrics.by_variant))
     if not names:

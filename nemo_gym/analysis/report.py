@@ -10,12 +10,12 @@ import time
 from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
-from typing import Any
 
 from nemo_gym.analysis import svg
 from nemo_gym.analysis.diagnose import DESCRIPTIONS, Diagnosis
 from nemo_gym.analysis.profile import Distribution, Profile
 from nemo_gym.records import RunMetrics
+from nemo_gym.spec import Spec
 
 __all__ = ["CLASS_COLORS", "COLORS", "PLOTS", "render", "write_report"]
 
@@ -201,31 +201,32 @@ def _examples(d: Diagnosis) -> str:
     return "".join(out)
 
 
-def model_label(model: dict[str, Any]) -> str:
-    """A model spec as the report's header names it: `local`, `openai (model=m, ...)`.
+def model_label(model: Spec | None) -> str:
+    """A model spec as the report's header names it: `local`, `openai (model=m, ...)`;
+    `?` for a run that recorded none (version 1).
 
     Options left at None (`local`'s `model`: the embedded checkpoint) say nothing.
     """
-    options = {k: v for k, v in sorted((model.get("options") or {}).items()) if v is not None}
+    if model is None:
+        return "?"
+    options = {k: v for k, v in sorted(model.options.items()) if v is not None}
     shown = ", ".join(
         f"{k}={v if isinstance(v, str) else json.dumps(v, sort_keys=True)}"
         for k, v in options.items()
     )
-    name = str(model.get("name") or "?")
-    return f"{name} ({shown})" if shown else name
+    return f"{model.name} ({shown})" if shown else model.name
 
 
 def render(result: Profile) -> str:
     """The report of a profiled run, as one HTML document."""
     metrics = result.metrics
     manifest = result.manifest
-    parts = manifest.get("parts") or ([{"spec": manifest["spec"]}] if "spec" in manifest else [])
-    model = (parts[0].get("spec") or {}).get("model", {}) if parts else {}
-    model_name = model_label(model)
+    first = manifest.parts[0].spec if manifest is not None else None
+    model_name = model_label(first.model if first is not None else None)
     envs = sorted(metrics.by_env) or ["?"]
     header = (
         f"<h1>Run report: {escape(result.run_dir.name)}</h1>"
-        f"<div class='sub'>run {escape(str(manifest.get('run_id', '?')))} · model "
+        f"<div class='sub'>run {escape(manifest.run_id if manifest is not None else '?')} · model "
         f"{escape(model_name)} · environments {escape(', '.join(envs))} · success threshold "
         f"{result.success_threshold:g} · generated {time.strftime('%Y-%m-%d %H:%M')} from "
         f"{escape(str(result.run_dir))}/rollouts.jsonl</div>"

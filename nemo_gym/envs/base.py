@@ -96,7 +96,9 @@ class Env(Described):
     source: ClassVar[str] = ""
     license: ClassVar[str] = ""
     requires: ClassVar[tuple[str, ...]] = ()
-    splits: ClassVar[tuple[str, ...]] = ("test",)
+    # Not a ClassVar: an instance given tasks={split: ...} (or cloned onto tasks) has
+    # splits of its own.
+    splits: tuple[str, ...] = ("test",)
     max_reward: ClassVar[float] = 1.0
 
     def __init__(

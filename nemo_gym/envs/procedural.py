@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterator
-from typing import ClassVar
 
 from nemo_gym.envs.base import Env
 from nemo_gym.errors import ConfigError
@@ -39,7 +38,7 @@ class ProceduralEnv(Env):
     `content(task)` (its prompt, by default) is what decides its split.
     """
 
-    splits: ClassVar[tuple[str, ...]] = SPLITS
+    splits: tuple[str, ...] = SPLITS
     source = "procedural"
     license = "Apache-2.0"
 

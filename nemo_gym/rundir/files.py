@@ -37,7 +37,6 @@ __all__ = [
     "loads",
     "numbered_rows",
     "parse_row",
-    "read_manifest",
     "remove_stale_temp_files",
     "repair_tail",
     "write_atomic",
@@ -55,7 +54,8 @@ KNOWN_SCHEMA_VERSIONS = (1, SCHEMA_VERSION)
 def loads(text: str | bytes, where: str) -> Any:
     """`json.loads`, with every way the text can fail to be JSON a `ConfigError` that
     starts with `where` (a file, or `file:line`): bad syntax (with its column and the
-    field being read), bad UTF-8, and nesting deeper than the parser's stack."""
+    field being read), bad UTF-8, nesting deeper than the parser's stack, and an integer
+    too long to convert (Python refuses over 4,300 digits)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -65,6 +65,8 @@ def loads(text: str | bytes, where: str) -> Any:
         raise ConfigError(f"{where}: not valid JSON ({exc})") from exc
     except RecursionError:
         raise ConfigError(f"{where}: JSON nested too deeply to read") from None
+    except ValueError as exc:  # an integer of more digits than int() converts
+        raise ConfigError(f"{where}: not valid JSON ({exc})") from None
 
 
 def lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[tuple[int, bytes]]:
@@ -199,16 +201,6 @@ def repair_tail(path: Path) -> None:
     if complete != path.stat().st_size:
         with path.open("rb+") as handle:
             handle.truncate(complete)
-
-
-def read_manifest(path: Path) -> dict[str, Any] | None:
-    """A run's `run.json`, or None when there is none; bad JSON names the file."""
-    if not path.exists():
-        return None
-    manifest = loads(path.read_bytes(), str(path))
-    if not isinstance(manifest, dict):
-        raise ConfigError(f"{path}: expected a JSON object")
-    return manifest
 
 
 def write_line(handle: IO[str], text: str) -> None:

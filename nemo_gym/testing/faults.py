@@ -232,7 +232,7 @@ MIXED: dict[str, float] = {
 def check_rates(rates: Mapping[str, float], sites: Sequence[str] = SITES) -> dict[str, float]:
     """Validate `site.fault -> probability`: known names, 0 <= p, each site's sum <= 1."""
     out: dict[str, float] = {}
-    totals: Counter[str] = Counter()
+    totals: dict[str, float] = dict.fromkeys(sites, 0.0)
     for name, rate in rates.items():
         if name not in FAULTS:
             raise ConfigError(f"unknown fault {name!r}; known: {', '.join(FAULTS)}")
