@@ -453,6 +453,7 @@ async def grade(
     # a failed rollout a trainer drops: a policy must not escape a 0 that way); on the
     # untouched base, the task's or the image's (a grading failure with its code).
     outcome = "ran"
+    tests: dict[str, str] = {}
     if result.timed_out:
         if not changed:
             raise VerifierError(
@@ -460,7 +461,7 @@ async def grade(
                 f"{shlex.quote(task.test_cmd)}",
                 code="timeout",
             )
-        outcome, tests, report = "timeout", {}, _all_failed(task)
+        outcome, report = "timeout", _all_failed(task)
     else:
         tests, report = await asyncio.to_thread(score, task, log)
         if not tests:
