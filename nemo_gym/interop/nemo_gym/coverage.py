@@ -66,7 +66,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "browsecomp_advanced_harness": ("unsupported", _WEB + " (web search and browsing)"),
     "circle_click": ("unsupported", _VISION),
     "circle_count": ("unsupported", _VISION),
-    "citation_if": ("later", "its citation grammars, to port"),
     "code_fim": (
         "later",
         _SANDBOX + " (rows carry only a `task_id`: the tests are HumanEval-Infilling's, "
