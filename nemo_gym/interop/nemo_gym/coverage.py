@@ -54,7 +54,12 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "audio model input: the clip is the prompt (`responses_create_params.metadata."
         "audio_data`), and our model adapters send text; only its WER scoring is text",
     ),
-    "assaybench": ("later", "text scoring of gene lists against the row's screen hits"),
+    "assaybench": (
+        "later",
+        "the authors' `assaybench==0.2.0` package (its RankingMetrics and HGNC gene mapper, "
+        "which NeMo Gym imports rather than ports): a new dependency to add, then the reply's "
+        "gene list scored by it",
+    ),
     "aviary": ("later", "Aviary's environments, each a stateful tool world to port"),
     "bbq": ("later", _JUDGE),
     "bigcodebench": (
@@ -90,7 +95,11 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     ),
     "finance_agent_v2": ("unsupported", _WEB + " (web search and SEC EDGAR)"),
     "finance_sec_search": ("unsupported", _WEB + " (Tavily search)"),
-    "fukuyamabench": ("later", "reaction-mechanism pathways scored as text"),
+    "fukuyamabench": (
+        "later",
+        "RDKit (NeMo Gym pins `rdkit==2025.9.6`: it canonicalises each step's SMILES, and "
+        "canonical forms change across releases): a new dependency to add",
+    ),
     "gdp_pdf": ("unsupported", _VISION + " (document pages)"),
     "gdpval": ("unsupported", _VISION + " (deliverable files graded by a rubric judge)"),
     "generative_reward_model": ("later", "text scoring of a GenRM's scores against labels"),
@@ -141,7 +150,13 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "scicode": ("later", _SANDBOX + " (SciCode's test data file)"),
     "sec_local_index": ("unsupported", "not a server: a library other servers import"),
     "speed_bench": ("unsupported", "measures a vLLM server's decoding throughput, not a reply"),
-    "spider2_lite": ("later", "Spider 2.0-Lite's local SQLite databases and gold results"),
+    "spider2_lite": (
+        "later",
+        "Spider 2.0-Lite's SQLite databases: rows carry only a `db_id`, and NeMo Gym's "
+        "`setup_spider2.py` downloads the databases from Google Drive at start-up (none in "
+        "the wheel), flat `<db_id>.sqlite` files where `text_to_sql`'s `db_dir=` reads "
+        "`<db_id>/<db_id>.sqlite`",
+    ),
     "swe_next": ("issue 23", _SWE),
     "swe_pivot": ("later", _JUDGE + " (pivot-turn actions)"),
     "swe_rebench": ("issue 23", _SWE_ROWS + " where swebench has the log parser (not Dart)"),
