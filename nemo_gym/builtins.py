@@ -38,6 +38,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "counter": "nemo_gym.envs.tools.counter:Counter",
         "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
         "weather_report": "nemo_gym.envs.tools.weather_report:WeatherReport",
+        "citations": "nemo_gym.envs.instructions.citations:Citations",
         "retail": "nemo_gym.envs.agents.retail:Retail",
         "airline": "nemo_gym.envs.agents.airline:Airline",
         "calendar": "nemo_gym.envs.agents.calendar:Calendar",

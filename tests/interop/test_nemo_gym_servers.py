@@ -298,6 +298,8 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
             Message.assistant(f"The weather in {city} is sunny and 72 F."),
         ]
         out["called_only"] = [_call("get_weather", {"city": city}), Message.assistant("Done.")]
+    if server == "citation_if":
+        out.update(citation_variants(md["verifier"]))
     if server == "example_session_state_mgmt":
         gap = md["expected_count"] - md["initial_count"]
         # Reading the counter and adding in two steps, one count as a float NeMo Gym takes.
@@ -360,6 +362,32 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
                     "* Filter early\n* Check the plan\n***\nThese steps speed up queries."
                 )
             ]
+    return out
+
+
+def citation_variants(check: dict[str, Any]) -> dict[str, list[Message]]:
+    """Edge and adversarial replies for a `citation_if` row (oracle: the gold, cited)."""
+    from nemo_gym.envs.instructions.citations import _cite
+
+    valid, gold = check["valid_id_set"], check["expected_ids"] or check["valid_id_set"][:1]
+    other = [i for i in valid if i not in gold]
+    said = "The retrieved pages answer it"
+    replies = {
+        "gold_and_one_more": f"{said} {_cite(check, [*gold, *other[:1]])}.",  # within slack
+        "every_page": f"{said} {_cite(check, valid)}.",  # cite all to be safe: over the cap
+        "citation_only": _cite(check, gold),  # no answer at all
+        "example_id": f"{said} {_cite(check, ['citation_xmpl'])}.",  # the prompt's example
+        "unretrieved_id": f"{said} {_cite(check, [*gold, 'citation_zzzz'])}.",
+        "upper_case_id": f"{said} {_cite(check, [g.upper() for g in gold])}.",
+        "link": f"{said} [{gold[0]}](https://example.com).",
+        "other_grammar": f"{said} {_cite({**check, 'grammar': 'fullwidth_brackets'}, gold)}."
+        if check["grammar"] != "fullwidth_brackets"
+        else f"{said} [{gold[0]}].",
+        "plain": f"{said}: no sources needed.",
+        "mentions_an_id": f"{said}; see {gold[0]}.",
+    }
+    out = {k: [Message.assistant(v)] for k, v in replies.items()}
+    out["searches_again"] = [_call("web_search", {"query": "more"})]
     return out
 
 

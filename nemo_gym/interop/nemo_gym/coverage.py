@@ -54,7 +54,12 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "audio model input: the clip is the prompt (`responses_create_params.metadata."
         "audio_data`), and our model adapters send text; only its WER scoring is text",
     ),
-    "assaybench": ("later", "text scoring of gene lists against the row's screen hits"),
+    "assaybench": (
+        "later",
+        "the authors' `assaybench==0.2.0` package (its RankingMetrics and HGNC gene mapper, "
+        "which NeMo Gym imports rather than ports): a new dependency to add, then the reply's "
+        "gene list scored by it",
+    ),
     "aviary": ("later", "Aviary's environments, each a stateful tool world to port"),
     "bbq": ("later", _JUDGE),
     "bigcodebench": (
@@ -66,7 +71,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "browsecomp_advanced_harness": ("unsupported", _WEB + " (web search and browsing)"),
     "circle_click": ("unsupported", _VISION),
     "circle_count": ("unsupported", _VISION),
-    "citation_if": ("later", "its citation grammars, to port"),
     "code_fim": (
         "later",
         _SANDBOX + " (rows carry only a `task_id`: the tests are HumanEval-Infilling's, "
@@ -91,7 +95,11 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     ),
     "finance_agent_v2": ("unsupported", _WEB + " (web search and SEC EDGAR)"),
     "finance_sec_search": ("unsupported", _WEB + " (Tavily search)"),
-    "fukuyamabench": ("later", "reaction-mechanism pathways scored as text"),
+    "fukuyamabench": (
+        "later",
+        "RDKit (NeMo Gym pins `rdkit==2025.9.6`: it canonicalises each step's SMILES, and "
+        "canonical forms change across releases): a new dependency to add",
+    ),
     "gdp_pdf": ("unsupported", _VISION + " (document pages)"),
     "gdpval": ("unsupported", _VISION + " (deliverable files graded by a rubric judge)"),
     "generative_reward_model": ("later", "text scoring of a GenRM's scores against labels"),
@@ -137,12 +145,25 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "proof_judge": ("later", _JUDGE + " (proof grading)"),
     "proof_verification": ("later", _JUDGE + " (proof grading)"),
     "rolemrc": ("later", _JUDGE),
-    "ruler2": ("later", "several NeMo-Skills evaluators, one per row kind, to port"),
+    "ruler2": (
+        "later",
+        "rows mix two evaluators by `eval_type`: `ruler2` is our `ReferenceMatch(soft=True)` "
+        "(max of substring and 1 - WER) plus its `part` (Document headers dropped, best "
+        "reference) and `2steps` (last paragraph) modes, `multichoice` a relaxed boxed-letter "
+        "read; one env needs a per-row route, and the comparison `editdistance` in the "
+        "reference venv",
+    ),
     "scale_swe": ("issue 23", _SWE_ROWS + "; its f2p_script and pre_commands are not run"),
     "scicode": ("later", _SANDBOX + " (SciCode's test data file)"),
     "sec_local_index": ("unsupported", "not a server: a library other servers import"),
     "speed_bench": ("unsupported", "measures a vLLM server's decoding throughput, not a reply"),
-    "spider2_lite": ("later", "Spider 2.0-Lite's local SQLite databases and gold results"),
+    "spider2_lite": (
+        "later",
+        "Spider 2.0-Lite's SQLite databases: rows carry only a `db_id`, and NeMo Gym's "
+        "`setup_spider2.py` downloads the databases from Google Drive at start-up (none in "
+        "the wheel), flat `<db_id>.sqlite` files where `text_to_sql`'s `db_dir=` reads "
+        "`<db_id>/<db_id>.sqlite`",
+    ),
     "swe_next": ("issue 23", _SWE),
     "swe_pivot": ("later", _JUDGE + " (pivot-turn actions)"),
     "swe_rebench": ("issue 23", _SWE_ROWS + " where swebench has the log parser (not Dart)"),

@@ -46,6 +46,12 @@ def _weather_report(row: Row, server: str) -> Task:
     return _task(row, server, expected_city=expected_city(row))
 
 
+def _citations(row: Row, server: str) -> Task:
+    from nemo_gym.envs.instructions.citations import citation_check
+
+    return _task(row, server, verifier=citation_check(row))
+
+
 EXTRA_SERVERS: list[Server] = [
     Server(
         "single_step_tool_use_with_argument_comparison",
@@ -59,4 +65,5 @@ EXTRA_SERVERS: list[Server] = [
     Server("example_session_state_mgmt", "counter", _counter),
     Server("example_multi_turn_gymnasium", "follow_ups", _follow_ups, episodes=True),
     Server("example_mcp_weather", "weather_report", _weather_report),
+    Server("citation_if", "citations", _citations),
 ]
