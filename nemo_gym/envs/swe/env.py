@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nemo_gym.envs.base import BasicEpisode, Env, Turns
-from nemo_gym.envs.swe.grading import MAX_BYTES, Snapshot, grade, take
+from nemo_gym.envs.swe.grading import MAX_BYTES, SKIPPED_DIRS, Snapshot, grade, take
 from nemo_gym.envs.swe.patch import PatchError, apply_patch, parse_patch
 from nemo_gym.envs.swe.rows import SWETask, load_rows
 from nemo_gym.errors import ConfigError, EpisodeError, NemoGymError, VerifierError
@@ -74,8 +74,12 @@ class SWEWorkspace:
     grading sandbox are both started from `SWEEpisode.sandbox_spec` (the task's image,
     the repository already in it); `collect` grades the agent's files."""
 
+    skip = SKIPPED_DIRS
+    """Never taken from the agent's repository (read by the CLI harness's `take`)."""
+
     def __init__(self, episode: SWEEpisode) -> None:
         self.episode = episode
+        self.max_bytes = episode.env.max_bytes
 
     async def setup(self, sandbox: Sandbox) -> None:
         found = await sandbox.exec(["test", "-d", self.episode.task.workdir])
@@ -88,7 +92,7 @@ class SWEWorkspace:
     async def collect(self, sandbox: Sandbox, agent: ExecResult, files: AgentFiles) -> None:
         taken = Snapshot(
             files={p: d for p, d in files.files.items() if not p.startswith(".git/")},
-            modes={},
+            modes=dict(files.modes),
             dirs=files.dirs,
             refused=dict(files.refused),
         )

@@ -4,8 +4,9 @@
    engine's cgroup freezer) and its repository taken as files through the engine's
    archive API: no program in the container runs to list or read them. Only regular
    files and directories are taken; a link inside the repository becomes a copy of its
-   target, a link that leaves it and a fifo, socket or device are refused (`take`).
-   Providers without an archive API: `stop_processes` and `take_files`.
+   target, a link that leaves it and a fifo, socket or device are refused (`take`, the
+   same one a CLI agent's files are taken with). Providers without an archive API:
+   `stop_processes` and `take_files`.
 2. A fresh container of the task's image gets the agent's files where they differ from
    the base repository, minus test machinery (`PROTECTED`: conftest.py, pytest.ini,
    setup.cfg, pyproject.toml, sitecustomize.py, `.pth`, ...) and new modules that would
@@ -40,11 +41,12 @@ from nemo_gym.harnesses.cli.workspace import (
     CHECK_ENV,
     MAX_FILES,
     AgentFiles,
+    archive,
     protected,
     shadows_a_module,
-    stop_processes,
-    take_files,
 )
+from nemo_gym.harnesses.cli.workspace import engine_of as _engine
+from nemo_gym.harnesses.cli.workspace import take as take_agent_files
 from nemo_gym.protocols import Sandbox
 
 __all__ = [
@@ -86,146 +88,33 @@ class Snapshot:
         return AgentFiles(files=dict(self.files), dirs=self.dirs, refused=dict(self.refused))
 
 
-def _engine(sandbox: Sandbox) -> tuple[Any, str] | None:
-    """The Docker-API client and container id of a container sandbox, when it has one."""
-    client, container = getattr(sandbox, "client", None), getattr(sandbox, "id", None)
-    if client is None or not isinstance(container, str) or not hasattr(client, "request"):
-        return None
-    return client, container
-
-
-def _skipped(path: str) -> bool:
-    return any(path == d or path.startswith(d + "/") for d in SKIPPED_DIRS)
-
-
-def _from_tar(data: bytes, *, max_files: int, max_bytes: int) -> Snapshot:
-    """A snapshot from the engine's archive of the repository folder (its one top folder
-    stripped), with the policy of `take_files`."""
-    out = Snapshot()
-    links: dict[str, str] = {}
-    hard: dict[str, str] = {}
-    dirs: list[str] = []
-    total = 0
-    count = 0
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-        for member in tar:
-            _, _, path = member.name.partition("/")
-            if not path or _skipped(path):
-                continue
-            count += 1
-            if count > max_files:
-                out.refused[path] = "over the file limit"
-                continue
-            if member.isdir():
-                dirs.append(path)
-            elif member.isreg():
-                if total + member.size > max_bytes:
-                    out.refused[path] = f"over the {max_bytes}-byte limit of a repository"
-                    continue
-                handle = tar.extractfile(member)
-                assert handle is not None
-                out.files[path] = handle.read()
-                out.modes[path] = member.mode & 0o777
-                total += member.size
-            elif member.issym():
-                links[path] = member.linkname
-            elif member.islnk():
-                # A hard link names another member of the archive: a file taken above.
-                hard[path] = member.linkname.partition("/")[2]
-            else:
-                out.refused[path] = "not a regular file (fifo, socket or device)"
-    for path, source in hard.items():
-        if source in out.files:
-            out.files[path], out.modes[path] = out.files[source], out.modes[source]
-        else:
-            out.refused[path] = "a hard link to a file not taken"
-    for path in links:
-        resolved = _resolve(path, links)
-        if resolved is None:
-            out.refused[path] = "a link that leaves the workspace"
-        elif resolved in out.files:
-            out.files[path] = out.files[resolved]
-            out.modes[path] = out.modes[resolved]
-        else:
-            out.refused[path] = "a link to a directory or to nothing"
-    out.dirs = tuple(dirs)
-    return out
-
-
-def _resolve(path: str, links: Mapping[str, str]) -> str | None:
-    """Where the link at `path` leads once every link on the way is followed, as a
-    repository path; None when it leaves the repository (or loops)."""
-    resolved: list[str] = []
-    queue = path.split("/")
-    for _ in range(1000):
-        if not queue:
-            return "/".join(resolved)
-        part = queue.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not resolved:
-                return None
-            resolved.pop()
-            continue
-        here = "/".join([*resolved, part])
-        if here in links:
-            target = links[here]
-            if target.startswith("/"):
-                return None  # the container's file system, not the repository
-            queue = target.split("/") + queue
-            continue
-        resolved.append(part)
-    return None
+def _snapshot(files: AgentFiles) -> Snapshot:
+    return Snapshot(
+        files=dict(files.files),
+        modes={p: files.modes.get(p, 0o644) for p in files.files},
+        dirs=files.dirs,
+        refused=dict(files.refused),
+    )
 
 
 async def snapshot(
     sandbox: Sandbox, root: str, *, max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES
 ) -> Snapshot:
-    """`root` in a container sandbox, through the engine's archive API."""
-    engine = _engine(sandbox)
-    if engine is None:
-        raise SandboxError(f"{sandbox!r} has no engine archive API to take {root} through")
-    client, container = engine
-    response = await client.request(
-        "GET", f"/containers/{container}/archive", params={"path": root.rstrip("/") + "/."}
+    """`root` in a container sandbox, through the engine's archive API (`archive`)."""
+    return _snapshot(
+        await archive(sandbox, root, max_files=max_files, max_bytes=max_bytes, skip=SKIPPED_DIRS)
     )
-    if response.status != 200:
-        raise SandboxError(
-            f"cannot take {root} from container {container[:12]}: {response.message()}"
-        )
-    return _from_tar(response.body, max_files=max_files, max_bytes=max_bytes)
 
 
 async def take(sandbox: Sandbox, root: str, *, max_bytes: int = MAX_BYTES) -> Snapshot:
-    """Stop everything the agent started in `sandbox`, then take `root` as files.
-
-    A container is frozen (`pause`) before it is read and stays frozen until it is
-    removed: a daemon the agent left cannot write one more byte. Other providers:
-    `stop_processes`, then `take_files` (the agent's workdir must be `root`).
-    """
-    engine = _engine(sandbox)
-    if engine is None:
-        if not await stop_processes(sandbox):
-            raise SandboxError(
-                f"{sandbox!r} can neither be frozen nor have its processes stopped: its "
-                "files could change while they are taken"
-            )
-        files = await take_files(sandbox, max_bytes=max_bytes)
-        kept = {p: d for p, d in files.files.items() if not _skipped(p)}
-        return Snapshot(
-            files=kept,
-            modes={p: 0o644 for p in kept},
-            dirs=tuple(d for d in files.dirs if not _skipped(d)),
-            refused=dict(files.refused),
+    """Stop everything the agent started in `sandbox`, then take `root` as files (the
+    workspace's `take`: a container is frozen and read through the engine's archive API;
+    a sandbox that can be neither frozen nor stopped is refused)."""
+    return _snapshot(
+        await take_agent_files(
+            sandbox, root, max_bytes=max_bytes, skip=SKIPPED_DIRS, must_stop=True
         )
-    client, container = engine
-    paused = await client.request("POST", f"/containers/{container}/pause")
-    if paused.status not in (204, 304):
-        raise SandboxError(
-            f"cannot freeze the agent's container {container[:12]}: {paused.message()}"
-        )
-    return await snapshot(sandbox, root, max_bytes=max_bytes)
+    )
 
 
 def graded_tree(

@@ -5,14 +5,16 @@
 1. opens a route for the rollout's recording model on a `ModelEndpoint` (started on
    first use, closed with the harness), so every call the program makes is recorded on
    this rollout with the in-process model's token ids;
-2. starts a sandbox (`local`, `docker`, `apptainer`) with `network="loopback"` whose
-   only reachable host port is the endpoint's, the program's install directory shown
-   read-only;
+2. starts a sandbox (`local`, `docker`, `apptainer`) from the episode's `sandbox_spec`
+   when it has one (an SWE task: its image, the repository in the workdir), else from
+   the harness's `sandbox`, with `network="loopback"` whose only reachable host port is
+   the endpoint's, the program's install directory shown read-only;
 3. puts the task's files in the workdir (`episode.workspace.setup`, else
    `task.metadata["files"]`), writes the program's config, runs it on the prompt;
-4. once the program ended, kills every process left in its sandbox, takes the workdir
-   as data (`take_files`: files only, links leaving it refused) and closes the sandbox;
-5. lets the environment grade those files in a fresh sandbox of the base spec
+4. once the program ended, stops every process left in its sandbox and takes the
+   workdir as data (`workspace.take`: a container is frozen and read through its
+   engine's archive API; files only, links leaving it refused), then closes the sandbox;
+5. lets the environment grade those files in a fresh sandbox of the same base spec
    (`episode.workspace.collect`), then yields the conversation of the program's last
    model call and the program's tool runs as it reported them (`ToolResult`s: each
    tool call joined with the result a later request carried).
@@ -50,11 +52,11 @@ from nemo_gym.errors import ConfigError, HarnessError, RolloutTimeout
 from nemo_gym.harnesses import opening_messages
 from nemo_gym.harnesses.cli.segments import Segments
 from nemo_gym.harnesses.cli.workspace import (
+    MAX_BYTES,
     AgentFiles,
     FilesWorkspace,
     Workspace,
-    stop_processes,
-    take_files,
+    take,
 )
 from nemo_gym.protocols import Episode, Model, Sandbox, SandboxProvider
 from nemo_gym.records import Event, ExecResult, Message, ResourceLimits, SandboxSpec, Task
@@ -248,7 +250,9 @@ class CLIAgent(Described):
         provider: the sandbox provider (a name or a provider); "local" (bubblewrap)
             enforces the network; "process" runs unisolated, for hosts without namespaces.
         sandbox: the base `SandboxSpec` (image, env, workdir, options); the harness sets
-            its network to "loopback" with the endpoint's port and adds the mounts.
+            its network to "loopback" with the endpoint's port and adds the mounts. An
+            episode's `sandbox_spec` replaces its image, workdir and container budget
+            (`base_spec`).
         limits: per-process limits (default `AGENT_LIMITS`).
         timeout: seconds the program may run.
         served_model: the model name the program is told to use.
@@ -305,9 +309,30 @@ class CLIAgent(Described):
                 self._provider = self.provider
         return self._provider
 
-    def spec_for(self, port: int) -> SandboxSpec:
-        """The sandbox spec of one rollout: loopback to `port`, the program mounted."""
-        base = self.sandbox
+    def base_spec(self, episode: Episode | None = None) -> SandboxSpec:
+        """The spec the agent's sandbox and the grading sandbox start from.
+
+        An episode with a `sandbox_spec` (an SWE task: its image, the repository at the
+        base commit in its workdir) gives the image, workdir and the container's budget
+        (`memory_bytes`, `processes`); the harness's `sandbox` adds its env and options,
+        and its `limits` give the per-process ones. Otherwise the harness's `sandbox`.
+        """
+        given = getattr(episode, "sandbox_spec", None)
+        if given is None:
+            return self.sandbox
+        if not isinstance(given, SandboxSpec):
+            raise ConfigError(f"episode.sandbox_spec is {type(given).__name__}, not a SandboxSpec")
+        return given.model_copy(
+            update={
+                "env": {**given.env, **self.sandbox.env},
+                "options": {**given.options, **self.sandbox.options},
+            }
+        )
+
+    def spec_for(self, port: int, base: SandboxSpec | None = None) -> SandboxSpec:
+        """The agent's sandbox spec of one rollout from `base` (default: the harness's
+        `sandbox`): loopback to `port`, the program mounted."""
+        base = base or self.sandbox
         options = dict(base.options)
         mounts = [*options.get("ro_binds", ()), *self.adapter.mounts()]
         if mounts:
@@ -316,11 +341,21 @@ class CLIAgent(Described):
             # The workdir and /tmp of `local` are tmpfs of 256 MiB by default: an agent's
             # caches need more. Other providers use the disk of their container.
             options.setdefault("disk_bytes", 1 << 30)
+        limits = self.limits
+        if base is not self.sandbox:
+            # The episode's container budget stands; a Node runtime's per-process needs
+            # (open files, output) are the harness's.
+            limits = limits.model_copy(
+                update={
+                    "memory_bytes": base.limits.memory_bytes,
+                    "processes": base.limits.processes,
+                }
+            )
         return base.model_copy(
             update={
                 "network": "loopback",
                 "ports": (port,),
-                "limits": self.limits,
+                "limits": limits,
                 "options": options,
             }
         )
@@ -338,28 +373,31 @@ class CLIAgent(Described):
         segments = Segments(model, self.adapter.name)
         route = await endpoint.route(segments)
         provider = self._sandbox_provider()
+        base = self.base_spec(episode)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 # The grading sandbox starts while the agent works, off the critical path.
-                grading = asyncio.ensure_future(
-                    stack.enter_async_context(provider.start(self.sandbox))
-                )
+                grading = asyncio.ensure_future(stack.enter_async_context(provider.start(base)))
                 try:
-                    async with provider.start(self.spec_for(endpoint.bound_port)) as box:
+                    async with provider.start(self.spec_for(endpoint.bound_port, base)) as box:
                         launch = AgentLaunch(
                             prompt=self.prompt(task),
                             model=self.served_model,
                             base_url=route.base_url,
                             anthropic_base_url=route.anthropic_base_url,
                             api_key=route.api_key,
-                            workdir=self.sandbox.workdir,
+                            workdir=base.workdir,
                         )
                         workspace = _workspace(task, episode)
                         await workspace.setup(box)
                         result = await self._run_program(box, launch, route)
                         route.raise_failure()
-                        await stop_processes(box)
-                        files = await take_files(box)
+                        files = await take(
+                            box,
+                            base.workdir,
+                            max_bytes=getattr(workspace, "max_bytes", MAX_BYTES),
+                            skip=getattr(workspace, "skip", ()),
+                        )
                     # The agent's sandbox is gone with all it started; grading happens
                     # where nothing of the agent's is but its files, handed over as data.
                     await workspace.collect(await grading, result, files)

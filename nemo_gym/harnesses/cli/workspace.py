@@ -5,11 +5,13 @@ mounted there); the environment decides what the agent works on and how its work
 judged, through the episode's `workspace`:
 
 - `setup(sandbox)` puts the task's files in the agent's workdir before the agent runs;
-- once the program ended, the harness kills every process left in the agent's sandbox
-  (`stop_processes`) and takes its workdir as data (`take_files`): regular files and
-  directories only; a symlink that stays inside the workdir becomes a copy of its
-  target, one that leaves it (and a fifo, socket or device) is refused. Then the agent's
-  sandbox closes;
+- once the program ended, the harness stops every process left in the agent's sandbox
+  and takes its workdir as data (`take`): a container is frozen and read through its
+  engine's archive API (nothing in it runs to read its files); a `local` or `process`
+  sandbox has its processes killed (`stop_processes`) and its workdir listed
+  (`take_files`). Regular files and directories only: a symlink that stays inside the
+  workdir becomes a copy of its target, one that leaves it (and a fifo, socket or
+  device) is refused. Then the agent's sandbox closes;
 - `collect(sandbox, agent, files)` runs in a fresh sandbox that holds nothing of the
   agent's but what it is handed: typically it restores the agent's files, writes the
   task's own tests again and runs them, keeping the results for the episode's
@@ -23,8 +25,10 @@ module the agent planted where the checks would import it (see `PROTECTED`).
 from __future__ import annotations
 
 import fnmatch
+import io
 import json
 import sys
+import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -40,7 +44,10 @@ __all__ = [
     "AgentFiles",
     "FilesWorkspace",
     "Workspace",
+    "archive",
+    "engine_of",
     "stop_processes",
+    "take",
     "take_files",
 ]
 
@@ -149,12 +156,14 @@ class AgentFiles:
     `files`: path (relative to the workdir) -> content, for every regular file and every
     link to a file inside the workdir (its target's content); `dirs`: every directory;
     `refused`: path -> why it was not taken (a link that leaves the workdir, a special
-    file, past the limits).
+    file, past the limits); `modes`: each file's permission bits, where the sandbox's
+    engine archive gave them (else empty: a file is written back 0644).
     """
 
     files: dict[str, bytes] = field(default_factory=dict)
     dirs: tuple[str, ...] = ()
     refused: dict[str, str] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)
 
     def text(self, path: str) -> str | None:
         """A file's content as text (None when it was not taken)."""
@@ -211,9 +220,174 @@ async def take_files(
     return AgentFiles(files=files, dirs=tuple(dirs), refused=refused)
 
 
+def engine_of(sandbox: Sandbox) -> tuple[Any, str] | None:
+    """The Docker-API client and container id of a container sandbox, when it has one."""
+    client, container = getattr(sandbox, "client", None), getattr(sandbox, "id", None)
+    if client is None or not isinstance(container, str) or not hasattr(client, "request"):
+        return None
+    return client, container
+
+
+def _skipped(path: str, skip: Sequence[str]) -> bool:
+    return any(path == d or path.startswith(d + "/") for d in skip)
+
+
+def _from_tar(
+    data: bytes, *, max_files: int, max_bytes: int, skip: Sequence[str] = ()
+) -> AgentFiles:
+    """The files of an engine's archive of one folder (its one top folder stripped), with
+    the policy of `take_files`; paths under `skip` are left out."""
+    files: dict[str, bytes] = {}
+    modes: dict[str, int] = {}
+    refused: dict[str, str] = {}
+    links: dict[str, str] = {}
+    hard: dict[str, str] = {}
+    dirs: list[str] = []
+    total = 0
+    count = 0
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        for member in tar:
+            _, _, path = member.name.partition("/")
+            if not path or _skipped(path, skip):
+                continue
+            count += 1
+            if count > max_files:
+                refused[path] = "over the file limit"
+                continue
+            if member.isdir():
+                dirs.append(path)
+            elif member.isreg():
+                if total + member.size > max_bytes:
+                    refused[path] = f"over the {max_bytes}-byte limit of a workspace"
+                    continue
+                handle = tar.extractfile(member)
+                assert handle is not None
+                files[path] = handle.read()
+                modes[path] = member.mode & 0o777
+                total += member.size
+            elif member.issym():
+                links[path] = member.linkname
+            elif member.islnk():
+                # A hard link names another member of the archive: a file taken above.
+                hard[path] = member.linkname.partition("/")[2]
+            else:
+                refused[path] = "not a regular file (fifo, socket or device)"
+    for path, source in hard.items():
+        if source in files:
+            files[path], modes[path] = files[source], modes[source]
+        else:
+            refused[path] = "a hard link to a file not taken"
+    for path in links:
+        resolved = _resolve(path, links)
+        if resolved is None:
+            refused[path] = "a link that leaves the workspace"
+        elif resolved in files:
+            files[path], modes[path] = files[resolved], modes[resolved]
+        else:
+            refused[path] = "a link to a directory or to nothing"
+    return AgentFiles(files=files, dirs=tuple(dirs), refused=refused, modes=modes)
+
+
+def _resolve(path: str, links: Mapping[str, str]) -> str | None:
+    """Where the link at `path` leads once every link on the way is followed, as a
+    workspace path; None when it leaves the workspace (or loops)."""
+    resolved: list[str] = []
+    queue = path.split("/")
+    for _ in range(1000):
+        if not queue:
+            return "/".join(resolved)
+        part = queue.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not resolved:
+                return None
+            resolved.pop()
+            continue
+        here = "/".join([*resolved, part])
+        if here in links:
+            target = links[here]
+            if target.startswith("/"):
+                return None  # the container's file system, not the workspace
+            queue = target.split("/") + queue
+            continue
+        resolved.append(part)
+    return None
+
+
+async def archive(
+    sandbox: Sandbox,
+    root: str,
+    *,
+    max_files: int = MAX_FILES,
+    max_bytes: int = MAX_BYTES,
+    skip: Sequence[str] = (),
+) -> AgentFiles:
+    """`root` in a container sandbox, read through the engine's archive API (no program
+    in the container runs)."""
+    engine = engine_of(sandbox)
+    if engine is None:
+        raise SandboxError(f"{sandbox!r} has no engine archive API to take {root} through")
+    client, container = engine
+    response = await client.request(
+        "GET", f"/containers/{container}/archive", params={"path": root.rstrip("/") + "/."}
+    )
+    if response.status != 200:
+        raise SandboxError(
+            f"cannot take {root} from container {container[:12]}: {response.message()}"
+        )
+    return _from_tar(response.body, max_files=max_files, max_bytes=max_bytes, skip=skip)
+
+
+async def take(
+    sandbox: Sandbox,
+    root: str,
+    *,
+    max_files: int = MAX_FILES,
+    max_bytes: int = MAX_BYTES,
+    skip: Sequence[str] = (),
+    must_stop: bool = False,
+) -> AgentFiles:
+    """Stop everything the agent started in `sandbox`, then take `root` as files.
+
+    A container with an engine API is frozen (`pause`: every process in it stopped at
+    once by the cgroup freezer) and stays frozen until it is removed, then read through
+    the engine's archive API: nothing in the container runs to list or read the files,
+    so a replaced `python3` or a daemon cannot answer for them. Other sandboxes:
+    `stop_processes`, then `take_files` (`root` must be the workdir); `must_stop`
+    refuses a sandbox whose processes cannot be stopped (`SandboxError`).
+    """
+    engine = engine_of(sandbox)
+    if engine is None:
+        if not await stop_processes(sandbox) and must_stop:
+            raise SandboxError(
+                f"{sandbox!r} can neither be frozen nor have its processes stopped: its "
+                "files could change while they are taken"
+            )
+        files = await take_files(sandbox, max_files=max_files, max_bytes=max_bytes)
+        kept = {p: d for p, d in files.files.items() if not _skipped(p, skip)}
+        return AgentFiles(
+            files=kept,
+            dirs=tuple(d for d in files.dirs if not _skipped(d, skip)),
+            refused=dict(files.refused),
+        )
+    client, container = engine
+    paused = await client.request("POST", f"/containers/{container}/pause")
+    if paused.status not in (204, 304):
+        raise SandboxError(
+            f"cannot freeze the agent's container {container[:12]}: {paused.message()}"
+        )
+    return await archive(sandbox, root, max_files=max_files, max_bytes=max_bytes, skip=skip)
+
+
 @runtime_checkable
 class Workspace(Protocol):
-    """What a CLI harness asks of an episode that gives its agent something to work on."""
+    """What a CLI harness asks of an episode that gives its agent something to work on.
+
+    A workspace may also set `max_bytes` (the most of the workdir taken, default
+    `MAX_BYTES`) and `skip` (folders of the workdir never taken, e.g. `(".git",)`); the
+    harness reads them when it takes the agent's files (`take`).
+    """
 
     async def setup(self, sandbox: Sandbox) -> None:
         """Put the task's files in the agent's sandbox."""

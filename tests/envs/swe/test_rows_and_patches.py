@@ -22,9 +22,10 @@ from nemo_gym.envs.swe import (
     parse_patch,
     read_row,
 )
-from nemo_gym.envs.swe.grading import _from_tar, score
+from nemo_gym.envs.swe.grading import score
 from nemo_gym.envs.swe.sample import sample, write_sample
 from nemo_gym.errors import ConfigError
+from nemo_gym.harnesses.cli.workspace import _from_tar
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "swe"
 
@@ -267,7 +268,7 @@ def test_an_archive_is_taken_as_files_only() -> None:
         _info("r/hard.py", tarfile.LNKTYPE, "r/a.py"),
         _info("r/fifo", tarfile.FIFOTYPE),
     ]
-    taken = _from_tar(_tar(entries, data), max_files=100, max_bytes=100)
+    taken = _from_tar(_tar(entries, data), max_files=100, max_bytes=100, skip=(".git",))
     assert taken.files == {
         "a.py": b"A", "inside.py": b"A", "sub/up.py": b"A", "via.py": b"A", "hard.py": b"A",
     }  # fmt: skip
