@@ -91,7 +91,7 @@ class _UntilBudget:
     async def run(self, task: Task, episode: Any, model: Any) -> AsyncIterator[Any]:
         events = self.harness.run(task, episode, model)
         try:
-            async with aclosing(events):  # type: ignore[type-var]
+            async with aclosing(events):
                 async for event in events:
                     yield event
         except ResponseBudgetExhausted:
