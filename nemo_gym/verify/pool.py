@@ -576,9 +576,9 @@ class WorkerPool:
             except BaseException as exc:
                 with self._lock:
                     self._starting -= 1
-                    if requester is not None:
+                    if loop is not None and requester is not None:
                         with contextlib.suppress(ValueError):
-                            self._waiters.remove((loop, requester))  # type: ignore[arg-type]
+                            self._waiters.remove((loop, requester))
                 logger.error("could not start a pool worker: %s", exc)
                 if loop is not None and requester is not None:
                     _wake(loop, requester, exc)
