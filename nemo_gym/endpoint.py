@@ -247,7 +247,7 @@ class Route:
 class _Server:
     """The listening socket and its connections, in one loop."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, server: asyncio.AbstractServer) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, server: asyncio.Server) -> None:
         self.loop = loop
         self.server = server
         self.connections: set[_Connection] = set()
@@ -588,6 +588,7 @@ class ModelEndpoint:
         return 200, {}, dumps(anthropic.build_response(response, model=name, id=ident))
 
     def _models_body(self, anthropic_shape: bool) -> dict[str, Any]:
+        item: dict[str, Any]
         if anthropic_shape:
             item = {
                 "type": "model",

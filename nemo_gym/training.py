@@ -517,7 +517,7 @@ class AsyncRollouts:
         self,
         env: Environment,
         policy: Model,
-        batches: Iterable[Sequence[Task]],
+        batches: Iterable[Any],  # each step's tasks, or (with `play`) what `play` takes
         *,
         repeats: int,
         ahead: int = 1,

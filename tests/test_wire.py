@@ -411,3 +411,21 @@ def test_sse_decoder_is_indifferent_to_chunking(
 def test_loads_names_truncation() -> None:
     with pytest.raises(WireError, match="not valid JSON"):
         loads(b'{"choices": [')
+
+
+@pytest.mark.parametrize("codec", ["orjson", "stdlib"])
+def test_loads_takes_every_body_type_it_declares(
+    codec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stdlib's json.loads takes no memoryview: without orjson one failed with a
+    TypeError, not a WireError, where the orjson path decoded it."""
+    from nemo_gym.wire import common
+
+    if codec == "stdlib":
+        monkeypatch.setattr(common, "_orjson", None)
+    elif common._orjson is None:
+        pytest.skip("orjson is not installed")
+    for body in (b'{"a": [1]}', bytearray(b'{"a": [1]}'), memoryview(b'{"a": [1]}'), '{"a": [1]}'):
+        assert loads(body) == {"a": [1]}
+    with pytest.raises(WireError, match="not valid JSON"):
+        loads(memoryview(b'{"a": ['))

@@ -219,7 +219,7 @@ def run_config(args: argparse.Namespace) -> tuple[Any, Any]:
     flags given over it, or from the flags alone."""
     from nemo_gym.config import ModelTable, Source, load_config, validate_config
 
-    given = getattr(args, "given", set())
+    given: set[str] = getattr(args, "given", set())
     overrides = {
         field: (flag, getattr(args, field))
         for field, flag in _RUN_FLAGS.items()

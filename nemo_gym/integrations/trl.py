@@ -38,7 +38,7 @@ import keyword
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -326,7 +326,7 @@ class _Scorer:
 
     def prepare(
         self, completions: Sequence[Any], kwargs: Mapping[str, Any]
-    ) -> list[Rewards | None] | Awaitable[list[Rewards | None]]:
+    ) -> list[Rewards | None] | Coroutine[Any, Any, list[Rewards | None]]:
         passed = kwargs.get(REWARD_FIELD)
         if passed is not None:  # rollout_func already ran and verified every rollout
             components = kwargs.get(COMPONENTS_FIELD) or [{}] * len(passed)
@@ -383,18 +383,18 @@ def reward_funcs(
             prompts: Any = None, completions: Any = (), **kwargs: Any
         ) -> list[float | None]:
             pending = scorer.prepare(completions, kwargs)
-            if inspect.isawaitable(pending):
-                future = asyncio.run_coroutine_threadsafe(pending, scorer.loop.loop)  # type: ignore[arg-type]
-                pending = await asyncio.wrap_future(future)
-            return scorer.finish(pending, kwargs)  # type: ignore[arg-type]
+            if isinstance(pending, list):
+                return scorer.finish(pending, kwargs)
+            future = asyncio.run_coroutine_threadsafe(pending, scorer.loop.loop)
+            return scorer.finish(await asyncio.wrap_future(future), kwargs)
 
     else:
 
         def score(prompts: Any = None, completions: Any = (), **kwargs: Any) -> list[float | None]:  # type: ignore[misc]
             pending = scorer.prepare(completions, kwargs)
-            if inspect.isawaitable(pending):
-                pending = scorer.loop.run(pending)  # type: ignore[arg-type]
-            return scorer.finish(pending, kwargs)
+            if isinstance(pending, list):
+                return scorer.finish(pending, kwargs)
+            return scorer.finish(scorer.loop.run(pending), kwargs)
 
     score.__name__ = score.__qualname__ = scorer.name
     return [score]

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import aclosing
 from typing import Any
 
@@ -45,7 +45,7 @@ from nemo_gym import training
 from nemo_gym.errors import ConfigError, MissingDependency, ModelError
 from nemo_gym.harnesses import opening_messages
 from nemo_gym.models.base import ModelAdapter
-from nemo_gym.protocols import Environment, Harness
+from nemo_gym.protocols import Environment, Episode, Event, Harness, Model
 from nemo_gym.records import Message, ModelRequest, ModelResponse, Sampling, Task, Usage
 from nemo_gym.runner import default_harness, rollout
 
@@ -88,10 +88,10 @@ class _UntilBudget:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.harness, name)
 
-    async def run(self, task: Task, episode: Any, model: Any) -> AsyncIterator[Any]:
+    async def run(self, task: Task, episode: Episode, model: Model) -> AsyncGenerator[Event, None]:
         events = self.harness.run(task, episode, model)
         try:
-            async with aclosing(events):  # type: ignore[type-var]
+            async with aclosing(events):
                 async for event in events:
                     yield event
         except ResponseBudgetExhausted:
@@ -344,7 +344,7 @@ class NemoGymAgentLoop(AgentLoopBase):
             eos_token_ids=self.eos_token_ids,
         )
         harness = _UntilBudget(default_harness(env))
-        done = await rollout(env, policy, task, harness=harness, timeout=self.timeout)  # type: ignore[arg-type]
+        done = await rollout(env, policy, task, harness=harness, timeout=self.timeout)
         item = training.sample(done, max_length=None)
         status = "ok"
         response = len(item.token_ids) - item.prompt_length

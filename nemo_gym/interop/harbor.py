@@ -243,9 +243,10 @@ class HarborEpisode(BasicEpisode):
             outcome["error"] = str(exc)
         return outcome
 
-    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
+        failed = bool(exc_info) and exc_info[0] is not None
         try:
-            if exc_type is None and isinstance(self.state, dict):
+            if not failed and isinstance(self.state, dict):
                 # The verifier reads final_state (taken just before this exit): the
                 # tests' outcome is added to that same dict before the sandbox goes.
                 try:
@@ -254,7 +255,7 @@ class HarborEpisode(BasicEpisode):
                     self.state["verifier"] = {"error": f"{type(error).__name__}: {error}"}
         finally:
             try:
-                await super().__aexit__(exc_type, exc, tb)
+                await super().__aexit__(*exc_info)
             finally:
                 await self._stack.aclose()
 

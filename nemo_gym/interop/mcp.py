@@ -523,16 +523,21 @@ class MCPEnv(Env):
     ) -> None:
         super().__init__(verifier, name=name, tasks=tasks, harness=harness or ToolLoop())
         self.server = server
-        self._session_options = {
-            "include": list(include) if include is not None else None,
-            "exclude": list(exclude),
-            "call_timeout": call_timeout,
-            "start_timeout": start_timeout,
-        }
+        # one session per episode, each opened with these options
+        self._include = list(include) if include is not None else None
+        self._exclude = list(exclude)
+        self._call_timeout = call_timeout
+        self._start_timeout = start_timeout
         self._state = state
 
     async def open(self, task: Task) -> BasicEpisode:
-        session = await MCPSession(self.server, **self._session_options).start()
+        session = await MCPSession(
+            self.server,
+            include=self._include,
+            exclude=self._exclude,
+            call_timeout=self._call_timeout,
+            start_timeout=self._start_timeout,
+        ).start()
         try:
             state = self._state(task, session) if self._state is not None else None
         except BaseException:

@@ -44,7 +44,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -468,20 +468,20 @@ class VLLM(ModelAdapter):
             time.perf_counter() - started,
         )
 
-    async def _on_engine_loop(self, coroutine: Awaitable[_T]) -> _T:
+    async def _on_engine_loop(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
         """Await `coroutine` on the loop the engine lives on (forwarding cancellation)."""
         loop = self._loop if self.owns_engine else _engine_loop(self._engine)
         if loop is None or loop is asyncio.get_running_loop():
             return await coroutine
         if loop.is_closed() or not loop.is_running():
-            coroutine.close()  # type: ignore[attr-defined]
+            coroutine.close()
             raise ModelError(
                 "the vLLM engine's event loop is not running: an AsyncLLM serves the loop it "
                 "started on",
                 code="closed",
             )
         future: concurrent.futures.Future[_T] = asyncio.run_coroutine_threadsafe(
-            coroutine,  # type: ignore[arg-type]
+            coroutine,
             loop,
         )
         return await asyncio.wrap_future(future)

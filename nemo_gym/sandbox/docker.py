@@ -203,7 +203,7 @@ class EngineClient:
     @staticmethod
     async def _read_body(reader: asyncio.StreamReader, headers: Mapping[str, str]) -> bytes:
         if "chunked" in headers.get("transfer-encoding", "").lower():
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 size_line = await reader.readline()
                 size = int(size_line.split(b";")[0].strip() or b"0", 16)

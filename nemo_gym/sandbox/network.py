@@ -20,7 +20,7 @@ import logging
 import os
 import shutil
 import tempfile
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 from nemo_gym.records import SandboxSpec
@@ -68,9 +68,7 @@ class PortRelay:
         try:
             for port in self.ports:
                 path = os.path.join(self.directory, f"{port}.sock")
-                server = await asyncio.start_unix_server(
-                    lambda r, w, port=port: self._accept(port, r, w), path
-                )
+                server = await asyncio.start_unix_server(partial(self._accept, port), path)
                 os.chmod(path, 0o777)  # the sandbox's user may be another uid
                 self._servers.append(server)
         except BaseException:

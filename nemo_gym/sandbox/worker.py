@@ -466,7 +466,7 @@ class Worker:
         self.inbuf = bytearray()
         self.last_id = 0
         self.jobs: dict[int, Job] = {}
-        self.runs: dict[int, tuple[Job, Run]] = {}  # by pid
+        self.runs: dict[int, tuple[Job | None, Run]] = {}  # by pid; a spare's job is None
         self.fd_runs: dict[int, Run] = {}
         self.go_fds: set[int] = set()  # go pipes of runs forked ahead
         self.spare: Run | None = None  # a child forked while idle, waiting for the next run
@@ -981,8 +981,8 @@ class Worker:
             select.select([self.wake_r], [], [], 0.01)
             self.drain_wake()
         self.reap()
-        for job, run in list(self.runs.values()):
-            if job is None:
+        for owner, run in list(self.runs.values()):
+            if owner is None:  # the spare: it ran nothing
                 continue
             if run.status is None:
                 run.status = -signal.SIGKILL

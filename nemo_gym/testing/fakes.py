@@ -78,7 +78,7 @@ class FakeOpenAI:
         model: str = "fake-model",
         max_retries: int = 0,
     ) -> None:
-        httpx2 = require("httpx2", "openai")
+        httpx = require("httpx2", "openai")
         openai_module = require("openai", "openai")
         self._function = replies if callable(replies) else None
         self._replies: Sequence[FakeReply] = () if callable(replies) else tuple(replies)
@@ -89,9 +89,9 @@ class FakeOpenAI:
         self.base_url = BASE_URL
         self.requests: list[dict[str, Any]] = []
         self.http_requests: list[httpx2.Request] = []
-        self._httpx2 = httpx2
-        self.transport = httpx2.MockTransport(self._handle)
-        self.http_client = httpx2.AsyncClient(transport=self.transport)
+        self._httpx2 = httpx
+        self.transport = httpx.MockTransport(self._handle)
+        self.http_client = httpx.AsyncClient(transport=self.transport)
         self.client: openai.AsyncOpenAI = openai_module.AsyncOpenAI(
             api_key="fake-key",
             base_url=BASE_URL,

@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from nemo_gym.errors import ConfigError, ModelError, SandboxError, ToolError
 from nemo_gym.lifecycle import aclose
@@ -836,18 +836,24 @@ class _FaultyEpisode:
         harness = env.harness
         bounded = getattr(harness, "tool_timeout", None) is not None
         shows = getattr(harness, "tool_errors", "model") == "model"
-        self.tools = tuple(
-            FaultyTool(
-                t,
-                seed=env.seed,
-                rates=tool_rates,
-                ledger=env.ledger,
-                slow_s=env.slow_s,
-                hang_s=env.hang_s,
-                shows_errors=shows,
-                bounded=bounded,
-            )
-            for t in getattr(inner, "tools", ())
+        # A FaultyTool serves what a harness uses of a Tool (spec, name, fn, awaited
+        # call) but Tool is a concrete class, not a protocol: the cast says so once, so
+        # this wrapper is an Episode wherever the inner one is.
+        self.tools = cast(
+            Sequence[Tool],
+            tuple(
+                FaultyTool(
+                    t,
+                    seed=env.seed,
+                    rates=tool_rates,
+                    ledger=env.ledger,
+                    slow_s=env.slow_s,
+                    hang_s=env.hang_s,
+                    shows_errors=shows,
+                    bounded=bounded,
+                )
+                for t in getattr(inner, "tools", ())
+            ),
         )
         sandbox = getattr(inner, "sandbox", None)
         sandbox_rates = {k: v for k, v in env.rates.items() if k.startswith("sandbox.")}
@@ -913,7 +919,7 @@ class FaultyEnv(Described, _Injector):
         self.version = getattr(inner, "version", None)
         self.harness = getattr(inner, "harness", None)
         verifier_rates = {k: v for k, v in self.rates.items() if k.startswith("verifier.")}
-        self.verifier = FaultyVerifier(
+        self.verifier: Verifier = FaultyVerifier(
             inner.verifier,
             seed=seed,
             rates=verifier_rates,

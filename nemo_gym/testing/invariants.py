@@ -63,6 +63,7 @@ from nemo_gym.errors import ConfigError, FailureKind
 from nemo_gym.lifecycle import close_all
 from nemo_gym.protocols import Environment, Model
 from nemo_gym.records import Rollout
+from nemo_gym.spec import Kind
 from nemo_gym.testing import faults
 
 __all__ = ["InvariantReport", "InvariantSuite", "Violation", "check_invariants"]
@@ -641,8 +642,8 @@ async def check_invariants(
         await _settle()
         left = {t for t in asyncio.all_tasks() - tasks_before if not t.done()}
         left.discard(asyncio.current_task())
-        for task in left:
-            report.violate("no asyncio task left behind", repr(task)[:200])
+        for leftover in left:
+            report.violate("no asyncio task left behind", repr(leftover)[:200])
         for pid, cmdline in _children().items():
             if pid not in children_before:
                 report.violate("no child process left behind", f"{pid}: {cmdline[:200]}")
@@ -750,7 +751,7 @@ def synthetic_env(plan: faults.FaultPlan, **options: Any) -> Environment:
 # --------------------------------------------------------------------------- pytest
 
 
-def _load(ref: str, kind: str, options: Mapping[str, Any]) -> Any:
+def _load(ref: str, kind: Kind, options: Mapping[str, Any]) -> Any:
     from nemo_gym import registry
 
     if ":" in ref:
@@ -761,7 +762,7 @@ def _load(ref: str, kind: str, options: Mapping[str, Any]) -> Any:
         for part in attr.split("."):
             factory = getattr(factory, part)
         return factory(**options)
-    return registry.build(kind, ref, **options)  # type: ignore[arg-type]
+    return registry.build(kind, ref, **options)
 
 
 class InvariantSuite:

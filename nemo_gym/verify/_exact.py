@@ -782,7 +782,7 @@ def _logarithm(argument: _Poly, base: _Poly | None) -> _Poly:
         return _const(ratio)
     if len(base_vector) == 1 and not base_rational:
         ((p, coefficient),) = base_vector.items()
-        inverse = {(1, 0, 0, ((f"{_LOG}{p}", -1),)): 1 / coefficient}
+        inverse: _Poly = {(1, 0, 0, ((f"{_LOG}{p}", -1),)): 1 / coefficient}
     else:
         # 1 / ln 10 = 1 / (ln 2 + ln 5) is no single term: an atom of its own, ln(10)^-1.
         # Equal forms stay equal values; forms that differ are told apart numerically.
@@ -933,7 +933,7 @@ def exact_value(text: str, conventions: Conventions = DEFAULT) -> Scalar | None:
     return Scalar(frozenset(poly.items()), decimal, normalised.variable, normalised.degrees)
 
 
-_PI_OVER_180 = {(1, 1, 0, ()): Fraction(1, 180)}
+_PI_OVER_180: _Poly = {(1, 1, 0, ()): Fraction(1, 180)}
 
 
 def _approximate(poly: _Poly) -> tuple[float | None, float]:

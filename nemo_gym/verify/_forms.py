@@ -270,14 +270,15 @@ def _statement(text: str, conventions: Conventions) -> Scalar | None:
     variable = None
     if re.fullmatch(r"\s*[a-df-hj-z]\s*", sides[0]):
         variable, sides = sides[0].strip(), sides[1:]
-    values = [_scalar(side, conventions) for side in sides]
-    if not values or any(v is None or v.variable or not v.constant for v in values):
+    read = [_scalar(side, conventions) for side in sides]
+    values = [v for v in read if v is not None and not v.variable and v.constant]
+    if not values or len(values) != len(read):
         return None
     first = values[0]
-    if any(v.terms != first.terms for v in values):  # type: ignore[union-attr]
+    if any(v.terms != first.terms for v in values):
         return None  # a false statement (`1+1=3`): math-verify's call
-    decimal = any(v.decimal for v in values)  # type: ignore[union-attr]
-    return Scalar(first.terms, decimal, variable)  # type: ignore[union-attr]
+    decimal = any(v.decimal for v in values)
+    return Scalar(first.terms, decimal, variable)
 
 
 def _split_top(text: str, separator: str = ",") -> list[str] | None:
@@ -340,10 +341,11 @@ def _matrix(text: str, conventions: Conventions) -> Matrix | None:
     body = m.group(2).strip().removesuffix("\\\\").strip()
     rows: list[tuple[Scalar, ...]] = []
     for row in body.split("\\\\"):
-        entries = [_scalar(entry, conventions) for entry in row.split("&")]
-        if any(e is None or e.variable for e in entries):
+        read = [_scalar(entry, conventions) for entry in row.split("&")]
+        entries = [e for e in read if e is not None and not e.variable]
+        if len(entries) != len(read):
             return None
-        rows.append(tuple(entries))  # type: ignore[arg-type]
+        rows.append(tuple(entries))
     if not rows or len({len(r) for r in rows}) != 1 or len(rows) * len(rows[0]) > 256:
         return None
     return Matrix(tuple(rows))
@@ -443,11 +445,11 @@ def _chain(text: str, conventions: Conventions, variable: str | None) -> RealSet
     """`a < x <= b`, `x > 3`, `5 >= x`, `x = 2`, `x \\ne 1`, `x \\in S`."""
     membership = re.split(r"\\in(?![A-Za-z])", text, maxsplit=1)
     if len(membership) == 2:
-        name = _VARIABLE.fullmatch(membership[0])
-        if name is None or (variable and name.group(1) != variable):
+        member = _VARIABLE.fullmatch(membership[0])
+        if member is None or (variable and member.group(1) != variable):
             raise _NotASet
         found = _set_expression(membership[1], conventions)
-        return RealSet(found.intervals, name.group(1))
+        return RealSet(found.intervals, member.group(1))
     parts = _RELATIONS.split(text)
     relations = [_relation_name(r) for r in _RELATIONS.findall(text)]
     if not relations:
@@ -456,7 +458,10 @@ def _chain(text: str, conventions: Conventions, variable: str | None) -> RealSet
     if len(at) != 1:
         raise _NotASet
     absolute = _ABS.fullmatch(parts[at[0]])
-    name = (absolute or _VARIABLE.fullmatch(parts[at[0]])).group(1)  # type: ignore[union-attr]
+    named = absolute or _VARIABLE.fullmatch(parts[at[0]])
+    if named is None:  # `at` holds only a part one of the two matched
+        raise _NotASet
+    name = named.group(1)
     if variable and name != variable:
         raise _NotASet
     if absolute:
@@ -559,10 +564,11 @@ def _shifted(iv: Interval, by: Scalar) -> Interval:
 def _values(text: str, conventions: Conventions) -> list[Scalar]:
     """The values of `2`, `\\pm 2`, `1 \\pm \\sqrt{3}`."""
     options = _plus_minus(text)
-    values = [_scalar(option, conventions) for option in options]
-    if any(v is None or v.variable or not v.constant for v in values):
+    read = [_scalar(option, conventions) for option in options]
+    values = [v for v in read if v is not None and not v.variable and v.constant]
+    if len(values) != len(read):
         raise _NotASet
-    return values  # type: ignore[return-value]
+    return values
 
 
 def _plus_minus(text: str) -> list[str]:
@@ -637,27 +643,31 @@ def _as_realset(seq: Sequence) -> RealSet | None:
         low, high = seq.items
         if low == "+inf" or high == "-inf":
             return None
-        if low != "-inf" and high != "+inf":
+        # the only words a sequence holds are `+inf`/`-inf`: an open end of the interval
+        lo = low if isinstance(low, Scalar) else None
+        hi = high if isinstance(high, Scalar) else None
+        if lo is not None and hi is not None:
             try:
-                if _compare(low, high) >= 0:  # type: ignore[arg-type]
+                if _compare(lo, hi) >= 0:
                     return None  # `(2, 1)`: a pair, not an interval
             except _Unordered:
                 return None
         return _union(
             [
                 Interval(
-                    None if low == "-inf" else low,  # type: ignore[arg-type]
-                    seq.opener == "[" and low != "-inf",
-                    None if high == "+inf" else high,  # type: ignore[arg-type]
-                    seq.closer == "]" and high != "+inf",
+                    lo,
+                    seq.opener == "[" and lo is not None,
+                    hi,
+                    seq.closer == "]" and hi is not None,
                 )
             ],
             None,
         )
     if seq.opener in ("{", ""):
-        if any(isinstance(item, str) or not item.constant for item in seq.items):
+        values = [item for item in seq.items if isinstance(item, Scalar) and item.constant]
+        if len(values) != len(seq.items):
             return None
-        return _union([Interval(v, True, v, True) for v in seq.items], None)
+        return _union([Interval(v, True, v, True) for v in values], None)
     return None
 
 
@@ -765,9 +775,10 @@ def _same_items(a: tuple[Scalar | str, ...], b: tuple[Scalar | str, ...]) -> boo
 
 
 def _as_set(seq: Sequence) -> frozenset[frozenset] | None:
-    if any(isinstance(item, str) or item.decimal for item in seq.items):
+    scalars = [item for item in seq.items if isinstance(item, Scalar) and not item.decimal]
+    if len(scalars) != len(seq.items):
         return None
-    members = frozenset(item.terms for item in seq.items)  # type: ignore[union-attr]
+    members = frozenset(item.terms for item in scalars)
     return members if len(members) == len(seq.items) else None  # duplicates: math-verify
 
 
@@ -838,9 +849,9 @@ def _compare_forms(gold: Form, prediction: Form) -> bool | None:
         return _same_matrix(prediction, gold)
     if isinstance(gold, RealSet) or isinstance(prediction, RealSet):
         return _compare_with_set(gold, prediction)
-    if {type(gold), type(prediction)} == {Scalar, Sequence}:
-        seq = gold if isinstance(gold, Sequence) else prediction
-        if seq.opener in ("{", ""):  # `x = 1` against `\{0, 1\}`: one value, a set of two
+    for seq, value in ((gold, prediction), (prediction, gold)):
+        # `x = 1` against `\{0, 1\}`: one value, a set of two
+        if isinstance(seq, Sequence) and isinstance(value, Scalar) and seq.opener in ("{", ""):
             return _compare_with_set(gold, prediction)
     if isinstance(gold, Word) and isinstance(prediction, Word):
         if gold.text == prediction.text:

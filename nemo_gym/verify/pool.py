@@ -331,14 +331,14 @@ def _function_ref(fn: str | Callable[..., Any]) -> str:
                 f"a function reference must look like 'package.module:name', got {fn!r}"
             )
         return fn
-    module = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", None)
-    if not module or not qualname or "<" in qualname:
+    fn_module = getattr(fn, "__module__", None)
+    fn_qualname = getattr(fn, "__qualname__", None)
+    if not fn_module or not fn_qualname or "<" in fn_qualname:
         raise ValueError(
             f"{fn!r} cannot run in a worker: pass a module-level function "
             "(lambdas and nested functions cannot be imported by the worker)"
         )
-    return f"{module}:{qualname}"
+    return f"{fn_module}:{fn_qualname}"
 
 
 def _wake(
@@ -576,9 +576,9 @@ class WorkerPool:
             except BaseException as exc:
                 with self._lock:
                     self._starting -= 1
-                    if requester is not None:
+                    if loop is not None and requester is not None:
                         with contextlib.suppress(ValueError):
-                            self._waiters.remove((loop, requester))  # type: ignore[arg-type]
+                            self._waiters.remove((loop, requester))
                 logger.error("could not start a pool worker: %s", exc)
                 if loop is not None and requester is not None:
                     _wake(loop, requester, exc)

@@ -98,9 +98,9 @@ def extract_short_answer(reply: str, extract: Extract = "final_answer") -> str |
         lines = [line.strip() for line in reply.splitlines() if line.strip()]
         return lines[-1] if lines else None
     if extract == "json":
-        found = _json_answer(reply)
-        if found is not None:
-            return found
+        answer = _json_answer(reply)
+        if answer is not None:
+            return answer
         # No JSON: a boxed answer is the answer (several different boxes with no
         # commitment are none; under match="contains" they would credit a hedge).
         if boxed_spans(reply):

@@ -280,18 +280,15 @@ def _expected_calls(task: Task, value: Any) -> list[_Call]:
 
 def _call_score(expected: _Call, actual: _Call) -> float:
     """1.0 for the same name and arguments; the share of matching arguments otherwise."""
-    if expected.name != actual.name or actual.arguments is None:
+    wanted, given = expected.arguments, actual.arguments
+    # an expected call's arguments are always an object (`_expected_calls`); the model's
+    # are None when it wrote something else, and then nothing matches
+    if expected.name != actual.name or wanted is None or given is None:
         return 0.0
-    keys = expected.arguments.keys() | actual.arguments.keys()  # type: ignore[union-attr]
+    keys = wanted.keys() | given.keys()
     if not keys:
         return 1.0
-    same = sum(
-        1
-        for k in keys
-        if k in expected.arguments  # type: ignore[operator]
-        and k in actual.arguments
-        and json_equal(actual.arguments[k], expected.arguments[k])  # type: ignore[index]
-    )
+    same = sum(1 for k in keys if k in wanted and k in given and json_equal(given[k], wanted[k]))
     return same / len(keys)
 
 

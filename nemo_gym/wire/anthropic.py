@@ -23,7 +23,15 @@ from typing import Any
 
 from nemo_gym.errors import ModelError
 from nemo_gym.knobs import refuse_knobs
-from nemo_gym.records import Message, ModelRequest, ModelResponse, Sampling, ToolCall, ToolSpec
+from nemo_gym.records import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Sampling,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from nemo_gym.wire.common import (
     ServerRequest,
     WireError,
@@ -218,10 +226,10 @@ def _response(
             tool_calls=tuple(calls),
         ),
         finish_reason=STOP_REASONS.get(stop, stop) if stop is not None else None,
-        usage={
-            "prompt_tokens": _prompt_tokens(raw_usage),
-            "completion_tokens": as_int(raw_usage.get("output_tokens"), "usage.output_tokens"),
-        },
+        usage=Usage(
+            prompt_tokens=_prompt_tokens(raw_usage),
+            completion_tokens=as_int(raw_usage.get("output_tokens"), "usage.output_tokens"),
+        ),
         model=as_str(model, "model"),
     )
 
@@ -273,14 +281,14 @@ class MessagesStream:
         elif kind == "content_block_delta":
             index = as_int(payload.get("index"), "content_block_delta.index")
             delta = as_object(payload.get("delta"), "content_block_delta.delta")
-            block = self._blocks.get(index)
-            if block is None:
+            target = self._blocks.get(index)
+            if target is None:
                 raise WireError(f"content_block_delta for unknown block {index}")
             kind = delta.get("type")
             if kind == "text_delta":
-                block["text"] = (block.get("text") or "") + (delta.get("text") or "")
+                target["text"] = (target.get("text") or "") + (delta.get("text") or "")
             elif kind == "thinking_delta":
-                block["thinking"] = (block.get("thinking") or "") + (delta.get("thinking") or "")
+                target["thinking"] = (target.get("thinking") or "") + (delta.get("thinking") or "")
             elif kind == "input_json_delta":
                 self._partial_json.setdefault(index, []).append(delta.get("partial_json") or "")
         elif kind == "message_delta":

@@ -23,6 +23,7 @@ from nemo_gym.records import (
     Message,
     ModelRequest,
     ModelResponse,
+    Role,
     Sampling,
     ToolCall,
     ToolSpec,
@@ -350,14 +351,23 @@ class ChatStream(ChunkStream):
 # --------------------------------------------------------------------------- server side
 
 
+# "developer" is OpenAI's newer name for the system role.
+_ROLES: dict[str, Role] = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
+
+
 def _message_in(raw: Any, index: int) -> Message:
     item = as_object(raw, f"messages[{index}]")
-    role = item.get("role")
+    raw_role = item.get("role")
     where = f"messages[{index}]"
-    if role not in ("system", "user", "assistant", "tool", "developer"):
-        raise WireError(f"{where}.role: unknown role {role!r}")
-    if role == "developer":  # OpenAI's newer name for the system role
-        role = "system"
+    role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
+    if role is None:
+        raise WireError(f"{where}.role: unknown role {raw_role!r}")
     content = _content_text(item.get("content"), f"{where}.content")
     if role == "assistant":
         return Message(

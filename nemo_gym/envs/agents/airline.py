@@ -106,7 +106,7 @@ class Airline(ProceduralEnv):
         }
         old, new = sorted(flights, key=lambda k: flights[k]["date"])
         rid = "".join(rng.choices("ABCDEFGHJKLMNPQRSTUVWXYZ23456789", k=6))
-        res = {
+        res: dict[str, Any] = {
             "flight_id": old,
             "cabin": rng.choice(("basic_economy", "economy", "business")),
             "passengers": rng.randint(1, 2),
@@ -116,6 +116,7 @@ class Airline(ProceduralEnv):
         }
         final = {rid: dict(res)}
         kind = rng.choice(("change", "cancel", "bags"))
+        call: tuple[str, dict[str, Any]]  # the one tool call that solves the task
         if kind == "change":
             request = f"Move reservation {rid} to the flight on {flights[new]['date']}, please."
             call = ("change_flight", {"reservation_id": rid, "flight_id": new})

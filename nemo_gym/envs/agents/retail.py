@@ -106,6 +106,7 @@ class Retail(ProceduralEnv):
             }
         oid = rng.choice(sorted(orders))
         order, final = orders[oid], copy.deepcopy(orders)
+        call: tuple[str, dict[str, Any]]  # the one tool call that solves the task
         if rng.random() < 0.5:
             reason = rng.choice(REASONS)
             request, call = (

@@ -52,7 +52,8 @@ def solve(
 ) -> list[str] | None:
     """A shortest move sequence (breadth-first), or None."""
     start = (player, boxes)
-    seen, queue = {start: []}, deque([start])
+    seen: dict[tuple[Cell, frozenset[Cell]], list[str]] = {start: []}
+    queue = deque([start])
     while queue and len(seen) < limit:
         state = queue.popleft()
         if state[1] == targets:

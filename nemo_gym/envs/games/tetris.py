@@ -72,7 +72,8 @@ class Game:
         )
 
     def solve(self, limit: int = 50_000) -> list[str] | None:
-        seen, queue = {self.start(): []}, deque([self.start()])
+        seen: dict[tuple, list[str]] = {self.start(): []}
+        queue = deque([self.start()])
         while queue and len(seen) < limit:
             state = queue.popleft()
             for move in ("down", "left", "right"):

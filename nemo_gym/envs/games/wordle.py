@@ -121,7 +121,10 @@ def nemo_gym_penalties(guesses: list[str], marks: list[str]) -> float:
     """NeMo Gym's per-guess penalties for the guesses before the last: a repeated guess
     -0.2, each known green letter not kept -0.05, no known yellow letter used -0.03,
     each eliminated letter used -0.02."""
-    total, greens, yellows, gone = 0.0, {}, set(), set()
+    total = 0.0
+    greens: dict[int, str] = {}
+    yellows: set[str] = set()
+    gone: set[str] = set()
     for index, (guess, mark) in enumerate(zip(guesses, marks, strict=True)):
         if guess in guesses[:index]:
             total -= 0.2
