@@ -108,6 +108,16 @@ def _aalcr(prompt: str) -> str:
     return verdict
 
 
+def _physics(prompt: str) -> str:
+    """[Correct] when the gold's boxed content (spaces aside) is in the output sentence."""
+    head, gold = prompt.rsplit(", Correct answer: ", 1)
+    output = head.split("Output sentence: ", 1)[-1]
+    gold = gold.rsplit(", Judgement:", 1)[0]
+    boxed = re.search(r"\\boxed\{(.*)\}", gold)
+    want = "".join((boxed.group(1) if boxed else gold).split())
+    return "[Correct]" if want and want in "".join(output.split()) else "[Incorrect]"
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -132,4 +142,6 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _text_to_sql(prompt)
     if server == "arena_judge":
         return _arena(prompt)
+    if server == "physics_judge":
+        return _physics(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

@@ -133,7 +133,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "openair_congestion": ("later", "a 5G congestion simulator, a Gymnasium-style game"),
     "openenv": ("later", "OpenEnv environments; through nemo_gym.interop.openenv"),
     "osworld": ("unsupported", _VISION + " (desktop screenshots in Docker/QEMU)"),
-    "physics_judge": ("later", _JUDGE + " (after math-verify)"),
     "proof_judge": ("later", _JUDGE + " (proof grading)"),
     "proof_verification": ("later", _JUDGE + " (proof grading)"),
     "rolemrc": ("later", _JUDGE),

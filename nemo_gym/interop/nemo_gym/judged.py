@@ -88,6 +88,9 @@ class JudgeProtocol:
     more: Callable[[Sequence[str]], bool] = lambda replies: True
     """Whether to send the next judge request, given the replies so far (text_to_sql asks
     the swapped question only when the first says equal)."""
+    library: bool = False
+    """Math-verify first (NeMo Gym's math_with_judge heirs): a reply it finds equal to the
+    row's `expected_answer` scores 1 without a judge call."""
 
 
 # --- the response text each server judges ------------------------------------------
@@ -751,6 +754,38 @@ def _aalcr_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
     return None if text else Verdict(0.0, "invalid_model_response")
 
 
+_PHYSICS_CORRECT = re.compile(r"\[correct\]", re.I)
+_PHYSICS_INCORRECT = re.compile(r"\[incorrect\]", re.I)
+
+
+def _physics_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """physics_judge's `_parse_verdict`: `[Correct]` anywhere, any case, wins. NeMo Gym
+    scores a reply with neither token 0; here it holds no verdict."""
+    if _PHYSICS_CORRECT.search(replies[0]):
+        return Verdict(1.0, "correct")
+    if _PHYSICS_INCORRECT.search(replies[0]):
+        return Verdict(0.0, "incorrect")
+    return None
+
+
+def _boxed_oracle(fields: Mapping[str, Any]) -> str:
+    gold = str(fields["expected_answer"]).strip()
+    return gold if gold.startswith("\\boxed{") else f"\\boxed{{{gold}}}"
+
+
+async def _library(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    """math_with_judge's symbolic check, with our `MathVerifier`: equal scores 1 with no
+    judge call; anything else (unequal, no answer, a math-verify timeout, which NeMo Gym
+    also scores 0 here) goes to the judge."""
+    from nemo_gym.verify.math import MathVerifier
+
+    try:
+        found = await MathVerifier().check(text, str(fields.get("expected_answer") or ""))
+    except VerifierError:
+        return None
+    return Verdict(1.0, "library_correct", {"library_reward": 1.0}) if found.correct else None
+
+
 PROTOCOLS: Mapping[str, JudgeProtocol] = {
     p.name: p
     for p in (
@@ -890,6 +925,18 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             skip=_aalcr_skip,
             check=_aalcr_check,
         ),
+        dataclasses.replace(
+            _templated(
+                "physics_judge",
+                _physics_parse,
+                _boxed_oracle,
+                _output_text_raw,
+                problem="question",
+                generation=TEXT,
+                expected_answer="expected_answer",
+            ),
+            library=True,
+        ),
     )
 }
 
@@ -953,6 +1000,8 @@ class ServerJudge:
         fields = task.metadata.get("judge_fields") or {}
         text, prompts = self.prompts(task, trajectory)
         found = self.protocol.skip(fields, text)
+        if found is None and self.protocol.library:
+            found = await _library(fields, text)
         calls: list[dict[str, Any]] = []
         if found is None:
             replies: list[str] = []
