@@ -118,6 +118,19 @@ def _physics(prompt: str) -> str:
     return "[Correct]" if want and want in "".join(output.split()) else "[Incorrect]"
 
 
+def _ugphysics(prompt: str) -> str:
+    """TRUE when the reference answer (spaces aside) is in the student's solution."""
+    case = prompt.rsplit("<physics solution>", 1)[-1]
+    gold = _last(r"\*\*Reference Answer\(s\)\*\*:\n(.*?)\n\n\*\*Student Solution", case)
+    student = _last(r"\*\*Student Solution\*\*:\n(.*)\n\n</physics solution>", case)
+    # The gold as a whole token: "2" is not in "42".
+    found = re.search(
+        rf"(?<![\w.]){re.escape(''.join(gold.split()))}(?![\w.])", "".join(student.split())
+    )
+    same = gold and found
+    return f"## Equivalence Judgement\n{'TRUE' if same else 'FALSE'}\n## Justification\nScripted."
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -144,4 +157,6 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _arena(prompt)
     if server == "physics_judge":
         return _physics(prompt)
+    if server == "ugphysics_judge":
+        return _ugphysics(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

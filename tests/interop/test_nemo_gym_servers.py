@@ -53,6 +53,7 @@ EMPTY_JUDGE_SCORES_0 = (
     "frontierscience_judge",
     "physics_judge",
     "text_to_sql",
+    "ugphysics_judge",
 )
 
 # (server, reply, task or "*") -> (ours, NeMo Gym's, why): where our reward differs, on purpose.
@@ -475,6 +476,15 @@ def judged_variants(server: str, env: Any, task: Task) -> dict[str, list[Message
         out["judge_both"] = [
             Message.assistant('See above. [[judge-reply:"[Incorrect]... no: [Correct]"]]')
         ]
+    if server == "ugphysics_judge":
+        # Judged replies math-verify cannot settle (no number in them).
+        out["judge_header"] = [
+            Message.assistant('See above. [[judge-reply:"## Equivalence Judgement\\n true"]]')
+        ]
+        out["judge_last_word"] = [
+            Message.assistant('See above. [[judge-reply:"TRUE at first, but FALSE."]]')
+        ]
+        out["judge_in_word"] = [Message.assistant('See above. [[judge-reply:"FALSE, not UNTRUE"]]')]
     if server == "false_statement_judge":
         out["repairs"] = [Message.assistant("Assume n is even; then the proof goes through.")]
         out["after_thinking"] = [Message.assistant("<think>This is false.</think>Proof: trivial.")]

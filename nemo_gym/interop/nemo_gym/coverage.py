@@ -158,7 +158,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "terminal_multi_harness": ("later", "next terminal actions compared, to port"),
     "terminus_judge": ("later", _JUDGE + " (terminal actions)"),
     "toolsandbox": ("later", "ToolSandbox's stateful tools and a simulated user"),
-    "ugphysics_judge": ("later", _JUDGE + " (after math-verify)"),
     "verifif": ("later", "VerifIF's validators, with a judge for some"),
     "vibench": ("issue 23", _SWE + " (a web app built and tested in a container)"),
     "vlm_eval_kit": ("unsupported", _VISION),

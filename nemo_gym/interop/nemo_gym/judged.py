@@ -768,6 +768,22 @@ def _physics_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict
     return None
 
 
+_EQUIVALENCE_HEADER = re.compile(r"##\s*Equivalence\s*Judgement\s*\n\s*(TRUE|FALSE)", re.I)
+_TRUE_FALSE = re.compile(r"\b(TRUE|FALSE)\b", re.I)
+
+
+def _ugphysics_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """ugphysics_judge's `parse_judgement`: the `## Equivalence Judgement` header's TRUE or
+    FALSE, else the last standalone one. NeMo Gym scores a reply with neither 0; here it
+    holds no verdict."""
+    header = _EQUIVALENCE_HEADER.search(replies[0])
+    words = [header.group(1)] if header else _TRUE_FALSE.findall(replies[0])
+    if not words:
+        return None
+    word = words[-1].upper()
+    return Verdict(float(word == "TRUE"), word)
+
+
 def _boxed_oracle(fields: Mapping[str, Any]) -> str:
     gold = str(fields["expected_answer"]).strip()
     return gold if gold.startswith("\\boxed{") else f"\\boxed{{{gold}}}"
@@ -934,6 +950,19 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
                 problem="question",
                 generation=TEXT,
                 expected_answer="expected_answer",
+            ),
+            library=True,
+        ),
+        dataclasses.replace(
+            _templated(
+                "ugphysics_judge",
+                _ugphysics_parse,
+                _boxed_oracle,
+                _output_text_raw,
+                problem="question",
+                solution="solution",
+                expected_answer="expected_answer",
+                generation=TEXT,
             ),
             library=True,
         ),
