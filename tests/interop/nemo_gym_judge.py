@@ -131,6 +131,18 @@ def _ugphysics(prompt: str) -> str:
     return f"## Equivalence Judgement\n{'TRUE' if same else 'FALSE'}\n## Justification\nScripted."
 
 
+def _autograder(prompt: str) -> str:
+    """\\boxed{Correct} when the golden answer ($ and spaces aside) is a whole token of the
+    model's answer."""
+    model = _last(r"\nModel Solution: (.*)\nGolden Answer: ", prompt)
+    gold = prompt.rsplit("\nGolden Answer: ", 1)[-1].strip().strip("$")
+    found = re.search(
+        rf"(?<![\w.]){re.escape(''.join(gold.split()))}(?![\w.])", "".join(model.split())
+    )
+    grade = "Correct" if gold and found else "Incorrect"
+    return f"<thinking>\n4. **Conclusion:** {grade}\n</thinking>\n\\boxed{{{grade}}}"
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -159,4 +171,6 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _physics(prompt)
     if server == "ugphysics_judge":
         return _ugphysics(prompt)
+    if server == "math_with_autograder":
+        return _autograder(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

@@ -34,6 +34,7 @@ WHEEL_PROMPTS = {
     "frontierscience_judge": "frontierscience_judge/prompts/judge.yaml",
     "physics_judge": "physics_judge/prompts/judge.yaml",
     "ugphysics_judge": "ugphysics_judge/prompts/judge.yaml",
+    "math_with_autograder": "math_with_autograder/prompts/judge.yaml",
     "arena_judge.hard_prompt": "arena_judge/prompts/arena.yaml",
     "arena_judge.creative_writing": "arena_judge/prompts/arena_creative.yaml",
 }
@@ -92,9 +93,13 @@ def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
     calls = done.rewards.metadata["judge"]
     # Two for the servers that ask again with the answers swapped; none where the policy
     # itself is the grader, or where math-verify already found the boxed answer equal.
-    wanted = {"text_to_sql": 2, "arena_judge": 2, "physics_judge": 0, "ugphysics_judge": 0}.get(
-        server, int(PROTOCOLS[server].judged)
-    )
+    wanted = {
+        "text_to_sql": 2,
+        "arena_judge": 2,
+        "physics_judge": 0,
+        "ugphysics_judge": 0,
+        "math_with_autograder": 0,
+    }.get(server, int(PROTOCOLS[server].judged))
     assert done.rewards.metadata["judge_calls"] == len(calls) == wanted
     for call in calls:
         assert len(call["prompt_sha256"]) == 64 and call["prompt_chars"] > 100 and call["reply"]

@@ -784,6 +784,48 @@ def _ugphysics_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdi
     return Verdict(float(word == "TRUE"), word)
 
 
+def _search_boxed(text: str) -> str | None:
+    """math_with_autograder's `_search_boxed` (NeMo Skills' `search_boxed`): the inside of
+    the last balanced `\\boxed{...}`, else of the last `\\fbox{...}`."""
+    index = text.rfind("\\boxed")
+    if index < 0:
+        index = text.rfind("\\fbox")
+    if index < 0:
+        return None
+    depth = 0
+    for at in range(index, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[at], 0)
+        if text[at] == "}" and depth == 0:
+            found = text[index : at + 1]
+            for prefix in ("\\boxed{", "\\fbox{"):
+                if found.startswith(prefix):
+                    return found[len(prefix) : -1]
+            return None
+    return None
+
+
+def _autograder_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    # The judge grades the raw boxed LaTeX; a reply without one is graded whole (NeMo Gym
+    # sends math-verify's extraction of it there, see docs/coming-from-nemo-gym.md).
+    prompt = template("math_with_autograder").format(
+        problem=str(fields.get("question") or ""),
+        predicted_answer=_search_boxed(text) or text,
+        expected_answer=str(fields.get("expected_answer") or ""),
+    )
+    return [[("user", prompt)]]
+
+
+def _autograder_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """math_with_autograder's verdict: the first of `\\boxed{Correct}` and
+    `\\boxed{Incorrect}`. NeMo Gym scores a reply with neither 0; here it holds no verdict."""
+    correct = replies[0].find("\\boxed{Correct}")
+    incorrect = replies[0].find("\\boxed{Incorrect}")
+    if correct < 0 and incorrect < 0:
+        return None
+    won = incorrect < 0 or 0 <= correct < incorrect
+    return Verdict(float(won), "correct" if won else "incorrect")
+
+
 def _boxed_oracle(fields: Mapping[str, Any]) -> str:
     gold = str(fields["expected_answer"]).strip()
     return gold if gold.startswith("\\boxed{") else f"\\boxed{{{gold}}}"
@@ -964,6 +1006,15 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
                 expected_answer="expected_answer",
                 generation=TEXT,
             ),
+            library=True,
+        ),
+        JudgeProtocol(
+            "math_with_autograder",
+            ("question", "expected_answer"),
+            _autograder_prompts,
+            _autograder_parse,
+            _boxed_oracle,
+            _output_text_raw,
             library=True,
         ),
     )
