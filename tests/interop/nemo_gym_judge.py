@@ -108,6 +108,41 @@ def _aalcr(prompt: str) -> str:
     return verdict
 
 
+def _physics(prompt: str) -> str:
+    """[Correct] when the gold's boxed content (spaces aside) is in the output sentence."""
+    head, gold = prompt.rsplit(", Correct answer: ", 1)
+    output = head.split("Output sentence: ", 1)[-1]
+    gold = gold.rsplit(", Judgement:", 1)[0]
+    boxed = re.search(r"\\boxed\{(.*)\}", gold)
+    want = "".join((boxed.group(1) if boxed else gold).split())
+    return "[Correct]" if want and want in "".join(output.split()) else "[Incorrect]"
+
+
+def _ugphysics(prompt: str) -> str:
+    """TRUE when the reference answer (spaces aside) is in the student's solution."""
+    case = prompt.rsplit("<physics solution>", 1)[-1]
+    gold = _last(r"\*\*Reference Answer\(s\)\*\*:\n(.*?)\n\n\*\*Student Solution", case)
+    student = _last(r"\*\*Student Solution\*\*:\n(.*)\n\n</physics solution>", case)
+    # The gold as a whole token: "2" is not in "42".
+    found = re.search(
+        rf"(?<![\w.]){re.escape(''.join(gold.split()))}(?![\w.])", "".join(student.split())
+    )
+    same = gold and found
+    return f"## Equivalence Judgement\n{'TRUE' if same else 'FALSE'}\n## Justification\nScripted."
+
+
+def _autograder(prompt: str) -> str:
+    """\\boxed{Correct} when the golden answer ($ and spaces aside) is a whole token of the
+    model's answer."""
+    model = _last(r"\nModel Solution: (.*)\nGolden Answer: ", prompt)
+    gold = prompt.rsplit("\nGolden Answer: ", 1)[-1].strip().strip("$")
+    found = re.search(
+        rf"(?<![\w.]){re.escape(''.join(gold.split()))}(?![\w.])", "".join(model.split())
+    )
+    grade = "Correct" if gold and found else "Incorrect"
+    return f"<thinking>\n4. **Conclusion:** {grade}\n</thinking>\n\\boxed{{{grade}}}"
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -132,4 +167,10 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _text_to_sql(prompt)
     if server == "arena_judge":
         return _arena(prompt)
+    if server == "physics_judge":
+        return _physics(prompt)
+    if server == "ugphysics_judge":
+        return _ugphysics(prompt)
+    if server == "math_with_autograder":
+        return _autograder(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

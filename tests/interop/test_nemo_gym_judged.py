@@ -32,6 +32,9 @@ WHEEL_PROMPTS = {
     "omniscience": "omniscience/prompts/judge.yaml",
     "false_statement_judge": "false_statement_judge/prompts/judge.yaml",
     "frontierscience_judge": "frontierscience_judge/prompts/judge.yaml",
+    "physics_judge": "physics_judge/prompts/judge.yaml",
+    "ugphysics_judge": "ugphysics_judge/prompts/judge.yaml",
+    "math_with_autograder": "math_with_autograder/prompts/judge.yaml",
     "arena_judge.hard_prompt": "arena_judge/prompts/arena.yaml",
     "arena_judge.creative_writing": "arena_judge/prompts/arena_creative.yaml",
 }
@@ -89,12 +92,30 @@ def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
     assert done.ok and done.reward == 1.0
     calls = done.rewards.metadata["judge"]
     # Two for the servers that ask again with the answers swapped; none where the policy
-    # itself is the grader.
-    wanted = {"text_to_sql": 2, "arena_judge": 2}.get(server, int(PROTOCOLS[server].judged))
+    # itself is the grader, or where math-verify already found the boxed answer equal.
+    wanted = {
+        "text_to_sql": 2,
+        "arena_judge": 2,
+        "physics_judge": 0,
+        "ugphysics_judge": 0,
+        "math_with_autograder": 0,
+    }.get(server, int(PROTOCOLS[server].judged))
     assert done.rewards.metadata["judge_calls"] == len(calls) == wanted
     for call in calls:
         assert len(call["prompt_sha256"]) == 64 and call["prompt_chars"] > 100 and call["reply"]
     assert ng.to_row(done)["reward"] == 1.0
+
+
+def test_physics_judge_asks_its_judge_only_past_math_verify() -> None:
+    """NeMo Gym's physics_judge runs math-verify first: an equal answer scores 1 and the
+    judge (here one that errs) is never asked; an answer math-verify cannot match goes to
+    the judge, whose failure is a judge failure."""
+    env = _env("physics_judge", ScriptedModel([ModelError("judge endpoint down")] * 2))
+    task = env.tasks()[0]  # gold \\boxed{g\\sin\\theta}
+    boxed = asyncio.run(gym.rollout(env, ScriptedModel(["a = \\boxed{g \\sin\\theta}"]), task))
+    assert boxed.ok and boxed.reward == 1.0 and boxed.rewards.metadata["judge_calls"] == 0
+    worded = asyncio.run(gym.rollout(env, ScriptedModel(["g times sine of theta"]), task))
+    assert worded.failure is not None and worded.failure.code == "judge_failed"
 
 
 def test_a_judge_that_errs_is_a_judge_failure_not_a_zero() -> None:

@@ -51,7 +51,10 @@ EMPTY_JUDGE_SCORES_0 = (
     "deepsearchqa",
     "false_statement_judge",
     "frontierscience_judge",
+    "math_with_autograder",
+    "physics_judge",
     "text_to_sql",
+    "ugphysics_judge",
 )
 
 # (server, reply, task or "*") -> (ours, NeMo Gym's, why): where our reward differs, on purpose.
@@ -127,6 +130,14 @@ DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
         for i in (1, 3)  # the rows without hallucinations
     },
     **{(server, "judge_empty", "*"): (None, 0.0, JUDGE_EMPTY) for server in EMPTY_JUDGE_SCORES_0},
+}
+
+# (server, reply) -> why: judged replies whose judge request differs from NeMo Gym's, on
+# purpose (the rewards are still compared).
+PROMPT_DIFFERENCES: dict[tuple[str, str], str] = {
+    ("math_with_autograder", "wrong"): (
+        "a reply without \\boxed{} is graded whole, not as math-verify's extraction of it"
+    ),
 }
 
 # (server, reply) -> (the error NeMo Gym's server raises, why): replies NeMo Gym refuses
@@ -474,6 +485,11 @@ def judged_variants(server: str, env: Any, task: Task) -> dict[str, list[Message
         "judge_empty": forcing('""'),
     }
     fields = task.metadata["judge_fields"]
+    if PROTOCOLS[server].library:  # math-verify would settle the boxed oracle first
+        out["judge_unparseable"] = [
+            Message.assistant('See above. [[judge-reply:"hmm, hard to say"]]')
+        ]
+        out["judge_empty"] = [Message.assistant('See above. [[judge-reply:""]]')]
     if server == "omniscience":
         out["unclosed_thinking"] = [Message.assistant(f"<think>It is {oracle}, surely")]
         out["after_thinking"] = [Message.assistant(f"<think>Maybe 7?</think>{oracle}")]
@@ -494,6 +510,33 @@ def judged_variants(server: str, env: Any, task: Task) -> dict[str, list[Message
         out["position_biased"] = [Message.assistant(f"```sql\n/*biased*/ {fields['sql']}\n```")]
         out["unfenced"] = [Message.assistant(f"My query: {fields['sql']}")]
         out["no_sql"] = [Message.assistant("I would join the tables and count.")]
+    if server == "physics_judge":
+        # Past math-verify, in words: only the judge can tell (both sides ask it).
+        gold = re.sub(r"^\\boxed\{(.*)\}$", r"\1", fields["expected_answer"])
+        out["in_words"] = [Message.assistant(f"Result, in plain words: {gold} (as derived).")]
+        out["judge_lowercase"] = [Message.assistant('See above. [[judge-reply:"[correct]."]]')]
+        out["judge_both"] = [
+            Message.assistant('See above. [[judge-reply:"[Incorrect]... no: [Correct]"]]')
+        ]
+    if server == "ugphysics_judge":
+        # Judged replies math-verify cannot settle (no number in them).
+        out["judge_header"] = [
+            Message.assistant('See above. [[judge-reply:"## Equivalence Judgement\\n true"]]')
+        ]
+        out["judge_last_word"] = [
+            Message.assistant('See above. [[judge-reply:"TRUE at first, but FALSE."]]')
+        ]
+        out["judge_in_word"] = [Message.assistant('See above. [[judge-reply:"FALSE, not UNTRUE"]]')]
+    if server == "math_with_autograder":
+        gold = fields["expected_answer"].strip("$")
+        # The judge reads the raw boxed LaTeX, which math-verify cannot settle.
+        out["boxed_prose"] = [Message.assistant(f"\\boxed{{{gold} \\text{{ and no other}}}}")]
+        out["unboxed_words"] = [Message.assistant("See above.")]
+        out["judge_first_wins"] = [
+            Message.assistant(
+                'See above. [[judge-reply:"\\\\boxed{Incorrect}, or \\\\boxed{Correct}"]]'
+            )
+        ]
     if server == "false_statement_judge":
         out["repairs"] = [Message.assistant("Assume n is even; then the proof goes through.")]
         out["after_thinking"] = [Message.assistant("<think>This is false.</think>Proof: trivial.")]
@@ -736,7 +779,8 @@ def test_rewards_equal_nemo_gyms_own(
             continue
         theirs = reference[(server, case.task_id, case.reply)]
         if server in PROTOCOLS:
-            if case.ours is not None:  # the same judge requests, word for word
+            if case.ours is not None and (server, case.reply) not in PROMPT_DIFFERENCES:
+                # the same judge requests, word for word
                 assert [c["prompt_sha256"] for c in case.judge] == [
                     judge_prompt_sha256(p) for p in theirs["judge_prompts"]
                 ], (case.task_id, case.reply)
@@ -783,6 +827,9 @@ def test_every_difference_is_exercised_and_documented(all_cases: dict[str, list[
     for key, (_, _, why) in DIFFERENCES.items():
         assert key in seen, key
         assert f"`{key[0]}`" in page and why in page, key
+    for (server, reply), why in PROMPT_DIFFERENCES.items():
+        assert (server, reply, "*") in seen, (server, reply)
+        assert f"`{server}`" in page and why in page, server
     for (server, reply), (_, why) in REFUSED_BY_NEMO_GYM.items():
         assert (server, reply, "*") in seen, (server, reply)
         assert f"`{server}`" in page and why in page, server

@@ -122,7 +122,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "longmemeval": ("later", _JUDGE),
     "longmt_eval": ("later", "SEGALE document alignment and its metrics, to port"),
     "math_formal_lean": ("later", _SANDBOX + " (a Lean 4 and Mathlib image)"),
-    "math_with_autograder": ("later", _JUDGE + " (after math-verify)"),
     "math_with_code": (
         "later",
         _SANDBOX + " (a Python tool that keeps its globals across a rollout's calls; the "
@@ -141,9 +140,19 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "openair_congestion": ("later", "a 5G congestion simulator, a Gymnasium-style game"),
     "openenv": ("later", "OpenEnv environments; through nemo_gym.interop.openenv"),
     "osworld": ("unsupported", _VISION + " (desktop screenshots in Docker/QEMU)"),
-    "physics_judge": ("later", _JUDGE + " (after math-verify)"),
-    "proof_judge": ("later", _JUDGE + " (proof grading)"),
-    "proof_verification": ("later", _JUDGE + " (proof grading)"),
+    "proof_judge": (
+        "later",
+        "judge-based, but its judge servers are found from SLURM heterogeneous-job "
+        "variables (SLURM_MASTER_NODE_HET_GROUP_N) and its rewards are coordinated "
+        "across a rollout group (zero_reward_incorrect_groups): needs a group-level "
+        "reward step, not only a judge= Model",
+    ),
+    "proof_verification": (
+        "later",
+        "judge-based, but its judge servers are found from SLURM heterogeneous-job "
+        "variables (SLURM_MASTER_NODE_HET_GROUP_N): needs that lookup replaced by a "
+        "judge= Model",
+    ),
     "rolemrc": ("later", _JUDGE),
     "ruler2": (
         "later",
@@ -180,7 +189,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "terminal_multi_harness": ("later", "next terminal actions compared, to port"),
     "terminus_judge": ("later", _JUDGE + " (terminal actions)"),
     "toolsandbox": ("later", "ToolSandbox's stateful tools and a simulated user"),
-    "ugphysics_judge": ("later", _JUDGE + " (after math-verify)"),
     "verifif": ("later", "VerifIF's validators, with a judge for some"),
     "vibench": ("issue 23", _SWE + " (a web app built and tested in a container)"),
     "vlm_eval_kit": ("unsupported", _VISION),

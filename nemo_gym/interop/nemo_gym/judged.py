@@ -88,6 +88,9 @@ class JudgeProtocol:
     more: Callable[[Sequence[str]], bool] = lambda replies: True
     """Whether to send the next judge request, given the replies so far (text_to_sql asks
     the swapped question only when the first says equal)."""
+    library: bool = False
+    """Math-verify first (NeMo Gym's math_with_judge heirs): a reply it finds equal to the
+    row's `expected_answer` scores 1 without a judge call."""
 
 
 # --- the response text each server judges ------------------------------------------
@@ -751,6 +754,96 @@ def _aalcr_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
     return None if text else Verdict(0.0, "invalid_model_response")
 
 
+_PHYSICS_CORRECT = re.compile(r"\[correct\]", re.I)
+_PHYSICS_INCORRECT = re.compile(r"\[incorrect\]", re.I)
+
+
+def _physics_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """physics_judge's `_parse_verdict`: `[Correct]` anywhere, any case, wins. NeMo Gym
+    scores a reply with neither token 0; here it holds no verdict."""
+    if _PHYSICS_CORRECT.search(replies[0]):
+        return Verdict(1.0, "correct")
+    if _PHYSICS_INCORRECT.search(replies[0]):
+        return Verdict(0.0, "incorrect")
+    return None
+
+
+_EQUIVALENCE_HEADER = re.compile(r"##\s*Equivalence\s*Judgement\s*\n\s*(TRUE|FALSE)", re.I)
+_TRUE_FALSE = re.compile(r"\b(TRUE|FALSE)\b", re.I)
+
+
+def _ugphysics_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """ugphysics_judge's `parse_judgement`: the `## Equivalence Judgement` header's TRUE or
+    FALSE, else the last standalone one. NeMo Gym scores a reply with neither 0; here it
+    holds no verdict."""
+    header = _EQUIVALENCE_HEADER.search(replies[0])
+    words = [header.group(1)] if header else _TRUE_FALSE.findall(replies[0])
+    if not words:
+        return None
+    word = words[-1].upper()
+    return Verdict(float(word == "TRUE"), word)
+
+
+def _search_boxed(text: str) -> str | None:
+    """math_with_autograder's `_search_boxed` (NeMo Skills' `search_boxed`): the inside of
+    the last balanced `\\boxed{...}`, else of the last `\\fbox{...}`."""
+    index = text.rfind("\\boxed")
+    if index < 0:
+        index = text.rfind("\\fbox")
+    if index < 0:
+        return None
+    depth = 0
+    for at in range(index, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[at], 0)
+        if text[at] == "}" and depth == 0:
+            found = text[index : at + 1]
+            for prefix in ("\\boxed{", "\\fbox{"):
+                if found.startswith(prefix):
+                    return found[len(prefix) : -1]
+            return None
+    return None
+
+
+def _autograder_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    # The judge grades the raw boxed LaTeX; a reply without one is graded whole (NeMo Gym
+    # sends math-verify's extraction of it there, see docs/coming-from-nemo-gym.md).
+    prompt = template("math_with_autograder").format(
+        problem=str(fields.get("question") or ""),
+        predicted_answer=_search_boxed(text) or text,
+        expected_answer=str(fields.get("expected_answer") or ""),
+    )
+    return [[("user", prompt)]]
+
+
+def _autograder_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """math_with_autograder's verdict: the first of `\\boxed{Correct}` and
+    `\\boxed{Incorrect}`. NeMo Gym scores a reply with neither 0; here it holds no verdict."""
+    correct = replies[0].find("\\boxed{Correct}")
+    incorrect = replies[0].find("\\boxed{Incorrect}")
+    if correct < 0 and incorrect < 0:
+        return None
+    won = incorrect < 0 or 0 <= correct < incorrect
+    return Verdict(float(won), "correct" if won else "incorrect")
+
+
+def _boxed_oracle(fields: Mapping[str, Any]) -> str:
+    gold = str(fields["expected_answer"]).strip()
+    return gold if gold.startswith("\\boxed{") else f"\\boxed{{{gold}}}"
+
+
+async def _library(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    """math_with_judge's symbolic check, with our `MathVerifier`: equal scores 1 with no
+    judge call; anything else (unequal, no answer, a math-verify timeout, which NeMo Gym
+    also scores 0 here) goes to the judge."""
+    from nemo_gym.verify.math import MathVerifier
+
+    try:
+        found = await MathVerifier().check(text, str(fields.get("expected_answer") or ""))
+    except VerifierError:
+        return None
+    return Verdict(1.0, "library_correct", {"library_reward": 1.0}) if found.correct else None
+
+
 PROTOCOLS: Mapping[str, JudgeProtocol] = {
     p.name: p
     for p in (
@@ -890,6 +983,40 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             skip=_aalcr_skip,
             check=_aalcr_check,
         ),
+        dataclasses.replace(
+            _templated(
+                "physics_judge",
+                _physics_parse,
+                _boxed_oracle,
+                _output_text_raw,
+                problem="question",
+                generation=TEXT,
+                expected_answer="expected_answer",
+            ),
+            library=True,
+        ),
+        dataclasses.replace(
+            _templated(
+                "ugphysics_judge",
+                _ugphysics_parse,
+                _boxed_oracle,
+                _output_text_raw,
+                problem="question",
+                solution="solution",
+                expected_answer="expected_answer",
+                generation=TEXT,
+            ),
+            library=True,
+        ),
+        JudgeProtocol(
+            "math_with_autograder",
+            ("question", "expected_answer"),
+            _autograder_prompts,
+            _autograder_parse,
+            _boxed_oracle,
+            _output_text_raw,
+            library=True,
+        ),
     )
 }
 
@@ -953,6 +1080,8 @@ class ServerJudge:
         fields = task.metadata.get("judge_fields") or {}
         text, prompts = self.prompts(task, trajectory)
         found = self.protocol.skip(fields, text)
+        if found is None and self.protocol.library:
+            found = await _library(fields, text)
         calls: list[dict[str, Any]] = []
         if found is None:
             replies: list[str] = []
