@@ -20,12 +20,14 @@ Dialects, each parsed and written by `nemo_gym.wire` (no second copy of any shap
 | `POST /v1/chat/completions` | OpenAI chat completions (`stream=True`: SSE chunks) |
 | `POST /v1/responses` | OpenAI Responses (`stream=True`: SSE events; `previous_response_id`) |
 | `POST /v1/messages` | Anthropic Messages (`stream=True`: SSE events) |
+| `POST /v1beta/models/{model}:generateContent` | Gemini API (`:streamGenerateContent?alt=sse`) |
 | `GET /v1/models` | the served model name (OpenAI's list shape, or Anthropic's) |
 
 A route is a per-rollout token. It is found in the path (`/r/<token>/v1/...`: what
 `route.base_url` and `route.anthropic_base_url` hold) or, for a client that cannot
-change its path, as the API key (`Authorization: Bearer <token>` or `x-api-key`) on
-the plain `/v1/...` paths. An unknown token answers 401.
+change its path, as the API key (`Authorization: Bearer <token>`, `x-api-key`, Gemini's
+`x-goog-api-key` or `key=` query) on the plain `/v1/...` and `/v1beta/...` paths. An
+unknown token answers 401. The query string is never logged (a `key=` is a token).
 
 Streaming is synthesized: the model's whole reply is written as the dialect's SSE
 events. The model name a client sends is a label: it is not forwarded (the in-process
@@ -63,6 +65,7 @@ import logging
 import secrets
 import threading
 import time
+import urllib.parse
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,14 +75,14 @@ from nemo_gym.errors import ConfigError, HarnessError, ModelError, require
 from nemo_gym.lifecycle import is_interrupt
 from nemo_gym.protocols import Model
 from nemo_gym.records import Message, ModelRequest, ModelResponse, replace
-from nemo_gym.wire import anthropic, openai_chat, openai_responses
+from nemo_gym.wire import anthropic, gemini, openai_chat, openai_responses
 from nemo_gym.wire.common import ServerRequest, WireError, dumps, loads
 
 __all__ = ["Dialect", "EndpointLimits", "ModelEndpoint", "Route"]
 
 log = logging.getLogger(__name__)
 
-Dialect = Literal["chat", "responses", "messages"]
+Dialect = Literal["chat", "responses", "messages", "gemini"]
 
 _REASONS = {
     100: "Continue",
@@ -95,7 +98,14 @@ _REASONS = {
     500: "Internal Server Error",
 }
 _KEPT_HEADERS = frozenset(
-    {b"authorization", b"x-api-key", b"expect", b"content-encoding", b"anthropic-version"}
+    {
+        b"authorization",
+        b"x-api-key",
+        b"x-goog-api-key",
+        b"expect",
+        b"content-encoding",
+        b"anthropic-version",
+    }
 )
 _DIALECT_PATHS: dict[str, Dialect] = {
     "/chat/completions": "chat",
@@ -106,7 +116,11 @@ _ROUTE_PREFIX = "/r/"
 _Answer = tuple[int, dict[str, str], bytes]
 
 
-def _error_body(dialect: Dialect | None, message: str, kind: str) -> dict[str, Any]:
+def _error_body(
+    dialect: Dialect | None, message: str, kind: str, status: int = 500
+) -> dict[str, Any]:
+    if dialect == "gemini":
+        return gemini.error_body(message, code=status)
     if dialect == "messages":
         return anthropic.error_body(message, type=kind)
     return openai_chat.error_body(message, type=kind)
@@ -462,18 +476,21 @@ class ModelEndpoint:
         else:
             rest = path
             token = request.headers.get("x-api-key", "")
+            token = token or request.headers.get("x-goog-api-key", "") or _query_key(request.path)
             auth = request.headers.get("authorization", "")
             if not token and auth[:7].lower() == "bearer ":
                 token = auth[7:].strip()
         if rest.startswith("/v1/") or rest == "/v1":
             rest = rest[3:]
+        elif rest.startswith(_GEMINI_PREFIX):
+            rest = rest[len(_GEMINI_PREFIX) - 1 :]
         return self._routes.get(token), rest.rstrip("/") or "/"
 
     def answer_head(self, request: _Request) -> tuple[tuple[Route, Dialect] | None, _Answer | None]:
         """What the request line and headers alone decide: ((the route whose model the
         body is for, its dialect), None), or (None, the answer): no body is kept then."""
         route, path = self._find(request)
-        dialect = _DIALECT_PATHS.get(path)
+        dialect = _DIALECT_PATHS.get(path) or ("gemini" if gemini.split_path(path) else None)
         if request.method == "GET":
             if path == "/models":
                 body = dumps(self._models_body("anthropic-version" in request.headers))
@@ -481,17 +498,18 @@ class ModelEndpoint:
             if path == "/":
                 return None, (200, {}, dumps({"status": "ok"}))
         if route is None or route.closed:
-            if path in _DIALECT_PATHS or path == "/messages/count_tokens":
+            if dialect is not None or path == "/messages/count_tokens":
                 message = "unknown route token (the rollout it belonged to has ended?)"
-                body = dumps(_error_body(dialect, message, "authentication_error"))
+                body = dumps(_error_body(dialect, message, "authentication_error", 401))
                 return None, (401, {}, body)
-            message = f"no such path: {request.path[:200]}"
+            message = f"no such path: {_redacted(request.path)[:200]}"
             return None, (404, {}, dumps(_error_body(None, message, "not_found")))
         if dialect is None:
-            message = f"this endpoint serves {', '.join(_DIALECT_PATHS)}; not {path[:200]}"
+            served = f"{', '.join(_DIALECT_PATHS)}, /v1beta/models/{{model}}:{{method}}"
+            message = f"this endpoint serves {served}; not {path[:200]}"
             return None, (404, {}, dumps(_error_body(None, message, "not_found")))
         if request.method != "POST":
-            body = dumps(_error_body(dialect, f"{path} takes POST", "invalid_request"))
+            body = dumps(_error_body(dialect, f"{path} takes POST", "invalid_request", 405))
             return None, (405, {}, body)
         return (route, dialect), None
 
@@ -508,18 +526,21 @@ class ModelEndpoint:
             body = loads(_decoded(request, self.limits.max_body_bytes))
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s request on %s: %s", dialect, route, dumps(body))
-            served = _PARSE[dialect](body)
+            if dialect == "gemini":
+                served = _parse_gemini(request.path, body)
+            else:
+                served = _PARSE[dialect](body)
             model_request = self._model_request(route, dialect, served)
         except _TooLarge as exc:
             route.fail(HarnessError(f"the agent sent a {dialect} request {exc}", code="too_large"))
-            return 413, {}, dumps(_error_body(dialect, str(exc), "invalid_request_error"))
+            return 413, {}, dumps(_error_body(dialect, str(exc), "invalid_request_error", 413))
         except WireError as exc:
             error = HarnessError(
                 f"the agent sent a {dialect} request the endpoint cannot read: {exc}",
                 code="bad_agent_request",
             )
             route.fail(error)
-            return 400, {}, dumps(_error_body(dialect, str(exc), "invalid_request_error"))
+            return 400, {}, dumps(_error_body(dialect, str(exc), "invalid_request_error", 400))
         try:
             if route.loop is asyncio.get_running_loop():
                 response = await route.generate(model_request)
@@ -582,6 +603,11 @@ class ModelEndpoint:
                 )
             body = openai_responses.build_response(response, model=name, id=ident, created=created)
             return 200, {}, dumps(body)
+        if dialect == "gemini":
+            ident = f"{route.token[:8]}{n}"
+            if served.stream:
+                return 200, {}, gemini.stream_events(response, model=name, id=ident)
+            return 200, {}, dumps(gemini.build_response(response, model=name, id=ident))
         ident = f"msg_{route.token[:8]}{n}"
         if served.stream:
             return 200, {}, anthropic.stream_events(response, model=name, id=ident)
@@ -611,6 +637,34 @@ _PARSE: dict[Dialect, Callable[[Any], ServerRequest]] = {
     "responses": openai_responses.parse_request,
     "messages": anthropic.parse_request,
 }
+
+
+_GEMINI_PREFIX = f"/{gemini.API_VERSION}/"
+
+
+def _query_key(path: str) -> str:
+    """The `key=` query parameter (how Google's clients may send their API key)."""
+    _, _, query = path.partition("?")
+    for pair in query.split("&"):
+        name, _, value = pair.partition("=")
+        if name == "key":
+            return urllib.parse.unquote(value)
+    return ""
+
+
+def _redacted(path: str) -> str:
+    """`path` without its query: a `key=` there is a route token, never echoed or logged."""
+    return path.split("?", 1)[0]
+
+
+def _parse_gemini(path: str, body: Any) -> ServerRequest:
+    # answer_head found the route and a `/models/{model}:{method}` path below it.
+    below = path.split("?", 1)[0].rpartition(_GEMINI_PREFIX)[2]
+    found = gemini.split_path("/" + below)
+    if found is None:
+        raise WireError(f"not a Gemini model path: {_redacted(path)[:200]}")
+    model, method = found
+    return gemini.parse_request(body, model=model, stream=method == "streamGenerateContent")
 
 
 class _TooLarge(WireError):
@@ -869,7 +923,9 @@ class _Connection(asyncio.Protocol):
                 try:
                     status, headers, body = await self.endpoint.handle(request)
                 except Exception as exc:  # our bug: the client sees it, the log keeps it
-                    log.exception("endpoint failed on %s %s", request.method, request.path)
+                    log.exception(
+                        "endpoint failed on %s %s", request.method, _redacted(request.path)
+                    )
                     status, headers = 500, {}
                     body = dumps(openai_chat.error_body(f"{type(exc).__name__}: {exc}"))
                 self._write(status, headers, body, request.keep_alive)

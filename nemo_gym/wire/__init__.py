@@ -6,6 +6,7 @@
 | `openai_responses` | OpenAI Responses, `POST /v1/responses` |
 | `openai_completions` | OpenAI plain completions, `POST /v1/completions` |
 | `anthropic` | Anthropic Messages, `POST /v1/messages` |
+| `gemini` | Google's Gemini API, `POST /v1beta/models/{model}:generateContent` |
 
 Each module has the client side (`build_request(request, ...) -> (body, sampling sent)`,
 `parse_response(body) -> ModelResponse`, a stream accumulator for `stream=True`) and the

@@ -45,6 +45,7 @@ from nemo_gym.harnesses.cli.adapters import (
     Aider,
     ClaudeCode,
     Codex,
+    GeminiCLI,
     KiloCode,
     MiniSWEAgent,
     OpenCode,
@@ -67,7 +68,13 @@ BUILT_IN = {
 }
 """The programs also failed on a wrong fix, and checked against recordings of their
 requests."""
-HARNESSES = {**BUILT_IN, "pi": Pi, "qwen-code": QwenCode, "kilocode": KiloCode}
+HARNESSES = {
+    **BUILT_IN,
+    "pi": Pi,
+    "qwen-code": QwenCode,
+    "kilocode": KiloCode,
+    "gemini-cli": GeminiCLI,
+}
 IN_CONTAINERS = [*BUILT_IN, "pi", "qwen-code"]
 """The programs tested in a Docker container (KiloCode works there too, at 50 to 80 s a run)."""
 PARSERS = {
@@ -459,7 +466,8 @@ def test_adapters_point_the_program_at_the_endpoint(name: str) -> None:
     adapter = {**HARNESSES, "aider": Aider}[name](executable="/opt/x/bin/prog").adapter
     launch = _launch()
     text = json.dumps([adapter.files(launch), adapter.env(launch)])
-    base = launch.anthropic_base_url if adapter.dialect == "messages" else launch.base_url
+    root = adapter.dialect in ("messages", "gemini")  # the SDK adds its own version path
+    base = launch.anthropic_base_url if root else launch.base_url
     assert base in text and launch.api_key in text and "p" in adapter.command(launch)
     # the token (in the key and the URLs) never reaches the command line
     assert not [a for a in adapter.command(launch) if "tok3n" in a], adapter.command(launch)

@@ -169,9 +169,10 @@ class CommandAdapter:
                 f"{', '.join('{' + f + '}' for f in secret)}, which hold the route token; "
                 "any local user reads command lines in /proc: pass them in env or files"
             )
-        if self.dialect not in ("chat", "responses", "messages"):
+        if self.dialect not in ("chat", "responses", "messages", "gemini"):
             raise ConfigError(
-                f"CommandAdapter {self.name!r}: dialect must be chat, responses or messages, "
+                f"CommandAdapter {self.name!r}: dialect must be chat, responses, messages or "
+                "gemini, "
                 f"not {self.dialect!r}"
             )
 

@@ -37,6 +37,8 @@ __all__ = [
     "ClaudeCodeAdapter",
     "Codex",
     "CodexAdapter",
+    "GeminiCLI",
+    "GeminiCLIAdapter",
     "KiloCode",
     "KiloCodeAdapter",
     "MiniSWEAgent",
@@ -538,6 +540,51 @@ class QwenCodeAdapter(_ProgramAdapter):
         ]
 
 
+class GeminiCLIAdapter(_ProgramAdapter):
+    """Gemini CLI (`@google/gemini-cli`): `gemini -p --yolo` on the Gemini API.
+
+    Pointed at us by `GOOGLE_GEMINI_BASE_URL` (the route's root; the SDK adds
+    `/v1beta/models/...`) with the `gemini-api-key` auth and `GEMINI_API_KEY` (sent as
+    `x-goog-api-key`); its shell tool is `run_shell_command`. Settings turn off telemetry,
+    usage statistics and updates, and folder trust (untrusted, it drops `--yolo`: the
+    sandbox is the boundary).
+    """
+
+    name = "gemini-cli"
+    program = "gemini-cli"
+    dialect: Dialect = "gemini"
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        settings = {
+            "security": {
+                "auth": {"selectedType": "gemini-api-key"},
+                "folderTrust": {"enabled": False},
+            },
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        }
+        return {f"{launch.home}/.gemini/settings.json": json.dumps(settings, indent=1)}
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {
+            **self.node_path(),
+            "GOOGLE_GEMINI_BASE_URL": launch.anthropic_base_url,
+            "GEMINI_API_KEY": launch.api_key,
+        }
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        return [
+            self.binary(),
+            "--model",
+            launch.model,
+            "--yolo",
+            *self.args,
+            "-p",
+            launch.prompt,
+        ]
+
+
 class Codex(CLIAgent):
     """Codex CLI in a sandbox against our endpoint (see `CodexAdapter`)."""
 
@@ -629,3 +676,12 @@ class Aider(CLIAgent):
             executable=executable, args=args, edit_format=edit_format, test_cmd=test_cmd
         )
         super().__init__(adapter, **options)
+
+
+class GeminiCLI(CLIAgent):
+    """Gemini CLI in a sandbox against our endpoint (see `GeminiCLIAdapter`)."""
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
+        super().__init__(GeminiCLIAdapter(executable=executable, args=args), **options)

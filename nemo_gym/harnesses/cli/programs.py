@@ -93,6 +93,7 @@ PROGRAMS: dict[str, Program] = {
         Program("pi", "npm", "@mariozechner/pi-coding-agent", "0.73.1", "pi", node=True),
         Program("qwen-code", "npm", "@qwen-code/qwen-code", "0.24.4", "qwen", node=True),
         Program("kilocode", "npm", "@kilocode/cli", "7.7.7", "kilo"),
+        Program("gemini-cli", "npm", "@google/gemini-cli", "0.61.0", "gemini", node=True),
     )
 }
 
