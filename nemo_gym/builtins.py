@@ -90,6 +90,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "qwen_code": "nemo_gym.harnesses.cli.adapters:QwenCode",
         "kilocode": "nemo_gym.harnesses.cli.adapters:KiloCode",
         "gemini_cli": "nemo_gym.harnesses.cli.adapters:GeminiCLI",
+        "hermes": "nemo_gym.harnesses.cli.adapters:Hermes",
         "aider": "nemo_gym.harnesses.cli.adapters:Aider",
         "langgraph": "nemo_gym.interop.langgraph:LangGraphAgent",
         "reflection": "nemo_gym.harnesses.langgraph:Reflection",

@@ -24,7 +24,15 @@ PROMPT = (
 )
 FIX = "printf 'def add(a, b):\\n    return a + b\\n' > calc.py && echo 'add now adds' > NOTES.md"
 STEPS = (FIX, "python3 test_calc.py", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
-SHELL_NAMES = ("bash", "shell", "exec_command", "shell_command", "local_shell", "run_shell_command")
+SHELL_NAMES = (
+    "bash",
+    "shell",
+    "exec_command",
+    "shell_command",
+    "local_shell",
+    "run_shell_command",
+    "terminal",
+)
 FINAL = "Fixed add in calc.py; the test passes."
 
 

@@ -46,6 +46,7 @@ from nemo_gym.harnesses.cli.adapters import (
     ClaudeCode,
     Codex,
     GeminiCLI,
+    Hermes,
     KiloCode,
     MiniSWEAgent,
     OpenCode,
@@ -74,6 +75,7 @@ HARNESSES = {
     "qwen-code": QwenCode,
     "kilocode": KiloCode,
     "gemini-cli": GeminiCLI,
+    "hermes": Hermes,
 }
 IN_CONTAINERS = [*BUILT_IN, "pi", "qwen-code"]
 """The programs tested in a Docker container (KiloCode works there too, at 50 to 80 s a run)."""

@@ -39,6 +39,8 @@ __all__ = [
     "CodexAdapter",
     "GeminiCLI",
     "GeminiCLIAdapter",
+    "Hermes",
+    "HermesAdapter",
     "KiloCode",
     "KiloCodeAdapter",
     "MiniSWEAgent",
@@ -447,6 +449,50 @@ class AiderAdapter(_ProgramAdapter):
         return [*command, *self.args, "--message", launch.prompt]
 
 
+class HermesAdapter(_ProgramAdapter):
+    """Hermes Agent (PyPI `hermes-agent`, its own venv): `hermes -z PROMPT --yolo`.
+
+    Hermes reads its endpoint only from `config.yaml` in `HERMES_HOME` (it no longer
+    consults `OPENAI_BASE_URL`): a `custom` provider on chat completions with our base
+    URL, key and model. Its shell tool is `terminal`; `--ignore-rules` keeps memory,
+    skills and the workdir's AGENTS.md out of the prompt the policy sees.
+    """
+
+    name = "hermes"
+    program = "hermes"
+    dialect: Dialect = "chat"
+
+    def files(self, launch: AgentLaunch) -> dict[str, str]:
+        config = {
+            "model": {
+                "provider": "custom",
+                "base_url": launch.base_url,
+                "api_key": launch.api_key,
+                "default": launch.model,
+                "api_mode": "chat_completions",
+            }
+        }
+        # JSON is YAML: no YAML writer needed for a file Hermes only reads.
+        return {f"{launch.home}/.hermes/config.yaml": json.dumps(config, indent=1)}
+
+    def env(self, launch: AgentLaunch) -> dict[str, str]:
+        return {"HERMES_HOME": f"{launch.home}/.hermes"}
+
+    def command(self, launch: AgentLaunch) -> list[str]:
+        return [
+            self.binary(),
+            "--provider",
+            "custom",
+            "--model",
+            launch.model,
+            "--yolo",
+            "--ignore-rules",
+            *self.args,
+            "--oneshot",
+            launch.prompt,
+        ]
+
+
 class PiAdapter(_ProgramAdapter):
     """Pi (`@mariozechner/pi-coding-agent`): `pi -p`, a `models.json` provider on chat.
 
@@ -685,3 +731,12 @@ class GeminiCLI(CLIAgent):
         self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
     ):
         super().__init__(GeminiCLIAdapter(executable=executable, args=args), **options)
+
+
+class Hermes(CLIAgent):
+    """Hermes Agent in a sandbox against our endpoint (see `HermesAdapter`)."""
+
+    def __init__(
+        self, *, executable: str | None = None, args: tuple[str, ...] = (), **options: Any
+    ):
+        super().__init__(HermesAdapter(executable=executable, args=args), **options)

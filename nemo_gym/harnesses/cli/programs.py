@@ -90,6 +90,7 @@ PROGRAMS: dict[str, Program] = {
         Program("opencode", "npm", "opencode-ai", "1.18.33", "opencode"),
         Program("mini-swe-agent", "pypi", "mini-swe-agent", "2.4.6", "mini"),
         Program("aider", "pypi", "aider-chat", "0.86.2", "aider"),
+        Program("hermes", "pypi", "hermes-agent", "0.19.0", "hermes"),
         Program("pi", "npm", "@mariozechner/pi-coding-agent", "0.73.1", "pi", node=True),
         Program("qwen-code", "npm", "@qwen-code/qwen-code", "0.24.4", "qwen", node=True),
         Program("kilocode", "npm", "@kilocode/cli", "7.7.7", "kilo"),
