@@ -77,7 +77,7 @@ HARNESSES = {
     "gemini-cli": GeminiCLI,
     "hermes": Hermes,
 }
-IN_CONTAINERS = [*BUILT_IN, "pi", "qwen-code"]
+IN_CONTAINERS = [*BUILT_IN, "pi", "qwen-code", "gemini-cli", "hermes"]
 """The programs tested in a Docker container (KiloCode works there too, at 50 to 80 s a run)."""
 PARSERS = {
     "codex": openai_responses.parse_request,
