@@ -58,7 +58,7 @@ from nemo_gym.harnesses.cli.segments import Segments, message_key
 from nemo_gym.models import ScriptedModel
 from nemo_gym.sandbox.docker import DockerProvider
 from nemo_gym.sandbox.local import unavailable_reason
-from nemo_gym.wire import anthropic, openai_chat, openai_responses
+from nemo_gym.wire import anthropic, gemini, openai_chat, openai_responses
 
 RECORDED = Path(__file__).parent / "recorded"
 BUILT_IN = {
@@ -84,7 +84,10 @@ PARSERS = {
     "claude-code": anthropic.parse_request,
     "opencode": openai_chat.parse_request,
     "mini-swe-agent": openai_chat.parse_request,
+    "gemini-cli": gemini.parse_request,
+    "hermes": openai_chat.parse_request,
 }
+"""The programs whose real requests are recorded (recorded/<name>.json.gz)."""
 needs_local = pytest.mark.skipif(
     unavailable_reason() is not None, reason=f"local sandbox: {unavailable_reason()}"
 )
@@ -517,7 +520,7 @@ async def test_adapter_files_are_written_owner_only() -> None:
     assert rollout.trajectory.final_state["files"]["NOTES.md"] == "600\n"
 
 
-@pytest.mark.parametrize("name", list(BUILT_IN))
+@pytest.mark.parametrize("name", list(PARSERS))
 def test_recorded_real_requests_parse_into_the_request_the_policy_sees(name: str) -> None:
     with gzip.open(RECORDED / f"{name}.json.gz", "rt") as f:
         recorded = json.load(f)
