@@ -106,8 +106,7 @@ def _result_text(response: Any, where: str) -> str:
     for key in ("output", "error"):
         if set(value) == {key} and isinstance(value[key], str):
             return value[key]
-    if "output" in value and isinstance(value["output"], str) and "error" not in value:
-        return value["output"]
+    # Any other shape is kept whole: dropping keys would hide what the program sent.
     return json.dumps(value, ensure_ascii=False)
 
 
