@@ -46,6 +46,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "niah": "nemo_gym.envs.long_context.niah:NIAH",
         "variable_tracking": "nemo_gym.envs.long_context.variable_tracking:VariableTracking",
         "multikey_retrieval": "nemo_gym.envs.long_context.multikey_retrieval:MultiKeyRetrieval",
+        "ruler2": "nemo_gym.envs.long_context.ruler2:Ruler2",
         "graphwalks": "nemo_gym.envs.long_context.graphwalks:GraphWalks",
         "mrcr": "nemo_gym.envs.long_context.mrcr:MRCR",
         "translation": "nemo_gym.envs.translation.translation:Translation",

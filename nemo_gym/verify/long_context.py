@@ -2,7 +2,10 @@
 
 - `ReferenceMatch`: RULER's string match. `mode="all"` is the fraction of references the
   reply contains, `mode="any"` whether it contains one (case-insensitive; a task's
-  `metadata["match"]` overrides the mode); `soft=True`
+  `metadata["match"]` overrides the mode). RULER v2's two more: `"part"` is `"any"` on the
+  reply without its `Document N:` blocks (a document quoted back is not its index),
+  `"2steps"` is `"all"` on the reply's last paragraph (the answer after the copied
+  question). `soft=True`
   also credits a near miss with 1 - word error rate (RULER v2), never below 0. Unlike
   RULER, a reference is not found in text the reply copied from the prompt (runs of
   `copy_span` words or more: echoing the context names every value in it), and a reply
@@ -30,6 +33,8 @@ from nemo_gym.records import Rewards, Task, Trajectory
 from nemo_gym.verify.common import GoldFn, get_gold, response_text
 
 __all__ = [
+    "MATCH_MODES",
+    "MatchMode",
     "NodeSetF1",
     "PenalizeCopying",
     "ReferenceMatch",
@@ -41,6 +46,10 @@ __all__ = [
 ]
 
 _FINAL_LIST = re.compile(r"Final Answer:\s*\[(.*)\]", re.IGNORECASE)
+# RULER v2's (NeMo Skills' `string_match_part`): a header line and its text up to a blank line.
+_DOCUMENT_BLOCK = re.compile(r"Document \d+:(?:.*\n)+?\n")
+MatchMode = Literal["all", "any", "part", "2steps"]
+MATCH_MODES: tuple[str, ...] = ("all", "any", "part", "2steps")
 
 
 def _references(task: Task, gold: GoldFn | None) -> list[str]:
@@ -76,14 +85,14 @@ class ReferenceMatch:
 
     def __init__(
         self,
-        mode: Literal["all", "any"] = "all",
+        mode: MatchMode = "all",
         *,
         soft: bool = False,
         gold: GoldFn | None = None,
         copy_span: int | None = 16,
     ) -> None:
-        if mode not in ("all", "any"):
-            raise ConfigError(f"ReferenceMatch mode must be 'all' or 'any', got {mode!r}")
+        if mode not in MATCH_MODES:
+            raise ConfigError(f"ReferenceMatch mode must be one of {MATCH_MODES}, got {mode!r}")
         self.mode, self.soft, self.gold = mode, soft, gold
         self.copy_span = copy_span
 
@@ -96,12 +105,22 @@ class ReferenceMatch:
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
         refs = _references(task, self.gold)
         reply = response_text(trajectory)
-        if self.copy_span:
-            source = "\n".join(m.content or "" for m in task.messages)
-            reply = without_copies(reply, source, self.copy_span)
-        reply = reply.lower()
         mode = task.metadata.get("match", self.mode)
-        hedged = _hedged(reply, refs, 1 if mode == "any" else len(refs))
+        if mode not in MATCH_MODES:
+            raise VerifierError(f"task {task.id}: match must be one of {MATCH_MODES}, not {mode!r}")
+        if mode == "part":
+            reply = _DOCUMENT_BLOCK.sub("", reply)
+        elif mode == "2steps":
+            reply = reply.split("\n\n")[-1]
+        # A task whose answer is text of the prompt (copy the question asked for) sets
+        # `metadata["copy_span"]` to None: there copying is the task.
+        copy_span = task.metadata.get("copy_span", self.copy_span)
+        if copy_span:
+            source = "\n".join(m.content or "" for m in task.messages)
+            reply = without_copies(reply, source, copy_span)
+        reply = reply.lower()
+        single = mode in ("any", "part")
+        hedged = _hedged(reply, refs, 1 if single else len(refs))
         if hedged is not None:
             return Rewards(
                 reward=0.0,
@@ -109,7 +128,7 @@ class ReferenceMatch:
                 metadata={"found": [], "reason": hedged},
             )
         scores = [self._one(reply, r) for r in refs]
-        score = sum(scores) / len(scores) if mode == "all" else max(scores)
+        score = max(scores) if single else sum(scores) / len(scores)
         found = [r for r, s in zip(refs, scores, strict=True) if s == 1.0]
         return Rewards(
             reward=score,
