@@ -8,7 +8,9 @@
   question). `soft=True`
   also credits a near miss with 1 - word error rate (RULER v2), never below 0. Unlike
   RULER, a reference is not found in text the reply copied from the prompt (runs of
-  `copy_span` words or more: echoing the context names every value in it), and a reply
+  `copy_span` words or more: echoing the context names every value in it); where the
+  references are passages of the prompt to copy (`metadata["copy"] = "passages"`), a
+  reply copying such a run from outside them scores 0 instead; and a reply
   that names more numbers or ids shaped like the references than there are references
   scores 0 (hedging: listing candidates until one is right).
 - `NodeSetF1`: GraphWalks' F1 between the node list on the reply's last line
@@ -112,15 +114,18 @@ class ReferenceMatch:
             reply = _DOCUMENT_BLOCK.sub("", reply)
         elif mode == "2steps":
             reply = reply.split("\n\n")[-1]
-        # A task whose answer is text of the prompt (copy the question asked for) sets
-        # `metadata["copy_span"]` to None: there copying is the task.
-        copy_span = task.metadata.get("copy_span", self.copy_span)
-        if copy_span:
-            source = "\n".join(m.content or "" for m in task.messages)
-            reply = without_copies(reply, source, copy_span)
+        source = "\n".join(m.content or "" for m in task.messages)
+        hedged = None
+        if task.metadata.get("copy") == "passages":
+            # The references are passages of the prompt to copy: copying them is the task,
+            # copying the rest of the context with them is listing candidates.
+            if self.copy_span and _copies_besides(reply, source, refs, self.copy_span):
+                hedged = f"copies {self.copy_span}+ words of the prompt besides the passages asked"
+        elif self.copy_span:
+            reply = without_copies(reply, source, self.copy_span)
         reply = reply.lower()
         single = mode in ("any", "part")
-        hedged = _hedged(reply, refs, 1 if single else len(refs))
+        hedged = hedged or _hedged(reply, refs, 1 if single else len(refs))
         if hedged is not None:
             return Rewards(
                 reward=0.0,
@@ -160,6 +165,23 @@ def _hedged(reply: str, refs: list[str], allowed: int) -> str | None:
         if len(named) > allowed:
             return f"names {len(named)} candidates shaped like the answer, {allowed} asked"
     return None
+
+
+def _copies_besides(reply: str, source: str, passages: list[str], n: int) -> bool:
+    """Whether `reply` has a run of `n` words copied from `source` outside `passages`
+    (compared word by word, lowercased, so a passage's line breaks do not matter)."""
+    words = source.lower().split()
+    inside = [False] * len(words)
+    for passage in passages:
+        seq = passage.lower().split()
+        for i in range(len(words) - len(seq) + 1):
+            if words[i : i + len(seq)] == seq:
+                inside[i : i + len(seq)] = [True] * len(seq)
+    outside: set[tuple[str, ...]] = set()
+    for i in range(len(words) - n + 1):
+        if not any(inside[i : i + n]):
+            outside.add(tuple(words[i : i + n]))
+    return bool(_ngrams(reply, n) & outside)
 
 
 def without_copies(reply: str, source: str, n: int) -> str:

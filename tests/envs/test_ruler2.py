@@ -67,7 +67,15 @@ def test_copying_counts_only_where_the_answer_is_a_passage(tmp_path: Path) -> No
         row(f"Copy the question.\n\n{QUESTION}", [QUESTION]),
     )
     assert score(env, needle) == 0.0  # the context echoed: no needle found in it
-    assert score(env, QUESTION, 1) == 1.0  # the copy asked for
+    assert score(env, f"Question:\n{QUESTION.upper()}", 1) == 1.0  # the copy asked for
+
+
+def test_a_passage_copied_with_the_rest_of_the_context_scores_0(tmp_path: Path) -> None:
+    other = "Which metal is liquid at room temperature and used in old thermometers?"
+    prompt = f"{other}\nA. Iron\nB. Mercury\n\n{QUESTION}\n\nCopy the second question."
+    env = rows_env(tmp_path, row(prompt, [QUESTION]))
+    assert score(env, f"Sure.\n{QUESTION}") == 1.0
+    assert score(env, prompt) == 0.0  # NeMo Gym: 1 (the passage is in it)
 
 
 def test_multichoice_reads_the_committed_letter(tmp_path: Path) -> None:

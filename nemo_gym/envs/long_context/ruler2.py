@@ -9,7 +9,8 @@ Each row names its evaluator (`eval_type`):
   Where the references are single tokens (needles, indices), text the reply copies from
   the prompt does not count and naming more candidates than references scores 0
   (`ReferenceMatch`); where a reference is a passage (copy the question asked for),
-  copying is the task and counts.
+  copying it is the task, and copying 16 words or more of the rest of the prompt
+  scores 0 (the context echoed to contain the passage).
 - `multichoice`: the letter the reply commits to (`MultipleChoiceVerifier`) against the
   row's gold letter.
 """
@@ -55,7 +56,7 @@ def ruler2_fields(row: Row) -> tuple[Any, dict[str, Any]]:
         raise row.bad("expected_answer", "needs at least one non-empty reference")
     metadata: dict[str, Any] = {"eval_type": eval_type, "match": match}
     if any(len(r.split()) >= _PASSAGE_WORDS for r in refs):
-        metadata["copy_span"] = None
+        metadata["copy"] = "passages"
     return refs, metadata
 
 
