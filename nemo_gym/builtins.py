@@ -37,6 +37,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "multiverse_math": "nemo_gym.envs.tools.multiverse_math:MultiverseMath",
         "counter": "nemo_gym.envs.tools.counter:Counter",
         "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
+        "genrm": "nemo_gym.envs.knowledge.genrm:GenRM",
         "weather_report": "nemo_gym.envs.tools.weather_report:WeatherReport",
         "citations": "nemo_gym.envs.instructions.citations:Citations",
         "retail": "nemo_gym.envs.agents.retail:Retail",

@@ -119,7 +119,7 @@ DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
         ("ruler2", "echo_context", task): (
             0.0,
             1.0,
-            "the prompt echoed back does not find the needle in it",
+            "the prompt echoed back does not contain the answer asked for",
         )
         for task in ("ruler2-0", "ruler2-1")
     },
@@ -331,6 +331,8 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out.update(citation_variants(md["verifier"]))
     if server == "ruler2":
         out.update(ruler2_variants(task))
+    if server == "generative_reward_model":
+        out.update(genrm_variants(env, task))
     if server == "example_session_state_mgmt":
         gap = md["expected_count"] - md["initial_count"]
         # Reading the counter and adding in two steps, one count as a float NeMo Gym takes.
@@ -394,6 +396,38 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
                 )
             ]
     return out
+
+
+def genrm_variants(env: Any, task: Task) -> dict[str, list[Message]]:
+    """Edge and adversarial replies for a `generative_reward_model` row (oracle: the
+    labels as the verdict, reward 0)."""
+    fenced = env.oracle(task)[0].content
+    verdict = json.loads(fenced.removeprefix("```json\n").removesuffix("\n```"))
+    out: dict[str, dict[str, Any] | str] = {
+        "two_verdicts": f"{fenced}\n\nFinal:\n{json.dumps(verdict)}",
+        "prose": "Response 1 is much better overall.",
+        "missing_overall": {"rubric_evaluations": verdict["rubric_evaluations"]},
+        "dropped_rubric": {**verdict, "rubric_evaluations": verdict["rubric_evaluations"][1:]},
+        "repeated_rubric": {
+            **verdict,
+            "rubric_evaluations": verdict["rubric_evaluations"] * 2,
+        },
+        "latex_analysis": json.dumps(
+            {**verdict, "overall": {**verdict["overall"], "response_1_analysis": "x"}}
+        ).replace('"x"', '"uses \\Delta and \\ln"'),
+        "as_strings": {
+            **verdict,
+            "overall": {k: str(v) for k, v in verdict["overall"].items()},
+        },
+        "one_off": {
+            **verdict,
+            "overall": {**verdict["overall"], "ranking": verdict["overall"]["ranking"] % 6 + 1},
+        },
+    }
+    return {
+        name: [Message.assistant(text if isinstance(text, str) else json.dumps(text))]
+        for name, text in out.items()
+    }
 
 
 def ruler2_variants(task: Task) -> dict[str, list[Message]]:

@@ -102,7 +102,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     ),
     "gdp_pdf": ("unsupported", _VISION + " (document pages)"),
     "gdpval": ("unsupported", _VISION + " (deliverable files graded by a rubric judge)"),
-    "generative_reward_model": ("later", "text scoring of a GenRM's scores against labels"),
     "genrm_compare": ("later", _JUDGE + " (a GenRM as the judge)"),
     "google_search": ("unsupported", _WEB + " (Google search)"),
     "gui_coordinate": ("unsupported", _VISION),
