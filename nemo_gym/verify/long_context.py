@@ -2,10 +2,15 @@
 
 - `ReferenceMatch`: RULER's string match. `mode="all"` is the fraction of references the
   reply contains, `mode="any"` whether it contains one (case-insensitive; a task's
-  `metadata["match"]` overrides the mode); `soft=True`
+  `metadata["match"]` overrides the mode). RULER v2's two more: `"part"` is `"any"` on the
+  reply without its `Document N:` blocks (a document quoted back is not its index),
+  `"2steps"` is `"all"` on the reply's last paragraph (the answer after the copied
+  question). `soft=True`
   also credits a near miss with 1 - word error rate (RULER v2), never below 0. Unlike
   RULER, a reference is not found in text the reply copied from the prompt (runs of
-  `copy_span` words or more: echoing the context names every value in it), and a reply
+  `copy_span` words or more: echoing the context names every value in it); where the
+  references are passages of the prompt to copy (`metadata["copy"] = "passages"`), a
+  reply copying such a run from outside them scores 0 instead; and a reply
   that names more numbers or ids shaped like the references than there are references
   scores 0 (hedging: listing candidates until one is right).
 - `NodeSetF1`: GraphWalks' F1 between the node list on the reply's last line
@@ -30,6 +35,8 @@ from nemo_gym.records import Rewards, Task, Trajectory
 from nemo_gym.verify.common import GoldFn, get_gold, response_text
 
 __all__ = [
+    "MATCH_MODES",
+    "MatchMode",
     "NodeSetF1",
     "PenalizeCopying",
     "ReferenceMatch",
@@ -41,6 +48,10 @@ __all__ = [
 ]
 
 _FINAL_LIST = re.compile(r"Final Answer:\s*\[(.*)\]", re.IGNORECASE)
+# RULER v2's (NeMo Skills' `string_match_part`): a header line and its text up to a blank line.
+_DOCUMENT_BLOCK = re.compile(r"Document \d+:(?:.*\n)+?\n")
+MatchMode = Literal["all", "any", "part", "2steps"]
+MATCH_MODES: tuple[str, ...] = ("all", "any", "part", "2steps")
 
 
 def _references(task: Task, gold: GoldFn | None) -> list[str]:
@@ -76,14 +87,14 @@ class ReferenceMatch:
 
     def __init__(
         self,
-        mode: Literal["all", "any"] = "all",
+        mode: MatchMode = "all",
         *,
         soft: bool = False,
         gold: GoldFn | None = None,
         copy_span: int | None = 16,
     ) -> None:
-        if mode not in ("all", "any"):
-            raise ConfigError(f"ReferenceMatch mode must be 'all' or 'any', got {mode!r}")
+        if mode not in MATCH_MODES:
+            raise ConfigError(f"ReferenceMatch mode must be one of {MATCH_MODES}, got {mode!r}")
         self.mode, self.soft, self.gold = mode, soft, gold
         self.copy_span = copy_span
 
@@ -96,12 +107,25 @@ class ReferenceMatch:
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
         refs = _references(task, self.gold)
         reply = response_text(trajectory)
-        if self.copy_span:
-            source = "\n".join(m.content or "" for m in task.messages)
+        mode = task.metadata.get("match", self.mode)
+        if mode not in MATCH_MODES:
+            raise VerifierError(f"task {task.id}: match must be one of {MATCH_MODES}, not {mode!r}")
+        if mode == "part":
+            reply = _DOCUMENT_BLOCK.sub("", reply)
+        elif mode == "2steps":
+            reply = reply.split("\n\n")[-1]
+        source = "\n".join(m.content or "" for m in task.messages)
+        hedged = None
+        if task.metadata.get("copy") == "passages":
+            # The references are passages of the prompt to copy: copying them is the task,
+            # copying the rest of the context with them is listing candidates.
+            if self.copy_span and _copies_besides(reply, source, refs, self.copy_span):
+                hedged = f"copies {self.copy_span}+ words of the prompt besides the passages asked"
+        elif self.copy_span:
             reply = without_copies(reply, source, self.copy_span)
         reply = reply.lower()
-        mode = task.metadata.get("match", self.mode)
-        hedged = _hedged(reply, refs, 1 if mode == "any" else len(refs))
+        single = mode in ("any", "part")
+        hedged = hedged or _hedged(reply, refs, 1 if single else len(refs))
         if hedged is not None:
             return Rewards(
                 reward=0.0,
@@ -109,7 +133,7 @@ class ReferenceMatch:
                 metadata={"found": [], "reason": hedged},
             )
         scores = [self._one(reply, r) for r in refs]
-        score = sum(scores) / len(scores) if mode == "all" else max(scores)
+        score = max(scores) if single else sum(scores) / len(scores)
         found = [r for r, s in zip(refs, scores, strict=True) if s == 1.0]
         return Rewards(
             reward=score,
@@ -141,6 +165,23 @@ def _hedged(reply: str, refs: list[str], allowed: int) -> str | None:
         if len(named) > allowed:
             return f"names {len(named)} candidates shaped like the answer, {allowed} asked"
     return None
+
+
+def _copies_besides(reply: str, source: str, passages: list[str], n: int) -> bool:
+    """Whether `reply` has a run of `n` words copied from `source` outside `passages`
+    (compared word by word, lowercased, so a passage's line breaks do not matter)."""
+    words = source.lower().split()
+    inside = [False] * len(words)
+    for passage in passages:
+        seq = passage.lower().split()
+        for i in range(len(words) - len(seq) + 1):
+            if words[i : i + len(seq)] == seq:
+                inside[i : i + len(seq)] = [True] * len(seq)
+    outside: set[tuple[str, ...]] = set()
+    for i in range(len(words) - n + 1):
+        if not any(inside[i : i + n]):
+            outside.add(tuple(words[i : i + n]))
+    return bool(_ngrams(reply, n) & outside)
 
 
 def without_copies(reply: str, source: str, n: int) -> str:

@@ -116,6 +116,24 @@ DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
         "the expected call plus a guess is not the expected action",
     ),
     **{
+        ("ruler2", "echo_context", task): (
+            0.0,
+            1.0,
+            "the prompt echoed back does not contain the answer asked for",
+        )
+        for task in ("ruler2-0", "ruler2-1")
+    },
+    ("ruler2", "hedge", "*"): (
+        0.0,
+        1.0,
+        "a reply naming more candidate numbers than answers asked for names none",
+    ),
+    ("ruler2", "two_boxes", "*"): (
+        0.0,
+        1.0,
+        "two boxed letters, neither committed to, are no answer",
+    ),
+    **{
         (server, "judge_unparseable", "*"): (None, 0.0, JUDGE_UNPARSEABLE)
         for server, protocol in PROTOCOLS.items()
         if protocol.judged
@@ -311,6 +329,10 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out["called_only"] = [_call("get_weather", {"city": city}), Message.assistant("Done.")]
     if server == "citation_if":
         out.update(citation_variants(md["verifier"]))
+    if server == "ruler2":
+        out.update(ruler2_variants(task))
+    if server == "generative_reward_model":
+        out.update(genrm_variants(env, task))
     if server == "example_session_state_mgmt":
         gap = md["expected_count"] - md["initial_count"]
         # Reading the counter and adding in two steps, one count as a float NeMo Gym takes.
@@ -373,6 +395,66 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
                     "* Filter early\n* Check the plan\n***\nThese steps speed up queries."
                 )
             ]
+    return out
+
+
+def genrm_variants(env: Any, task: Task) -> dict[str, list[Message]]:
+    """Edge and adversarial replies for a `generative_reward_model` row (oracle: the
+    labels as the verdict, reward 0)."""
+    fenced = env.oracle(task)[0].content
+    verdict = json.loads(fenced.removeprefix("```json\n").removesuffix("\n```"))
+    out: dict[str, dict[str, Any] | str] = {
+        "two_verdicts": f"{fenced}\n\nFinal:\n{json.dumps(verdict)}",
+        "prose": "Response 1 is much better overall.",
+        "missing_overall": {"rubric_evaluations": verdict["rubric_evaluations"]},
+        "dropped_rubric": {**verdict, "rubric_evaluations": verdict["rubric_evaluations"][1:]},
+        "repeated_rubric": {
+            **verdict,
+            "rubric_evaluations": verdict["rubric_evaluations"] * 2,
+        },
+        "latex_analysis": json.dumps(
+            {**verdict, "overall": {**verdict["overall"], "response_1_analysis": "x"}}
+        ).replace('"x"', '"uses \\Delta and \\ln"'),
+        "as_strings": {
+            **verdict,
+            "overall": {k: str(v) for k, v in verdict["overall"].items()},
+        },
+        "one_off": {
+            **verdict,
+            "overall": {**verdict["overall"], "ranking": verdict["overall"]["ranking"] % 6 + 1},
+        },
+    }
+    return {
+        name: [Message.assistant(text if isinstance(text, str) else json.dumps(text))]
+        for name, text in out.items()
+    }
+
+
+def ruler2_variants(task: Task) -> dict[str, list[Message]]:
+    """Edge and adversarial replies for a `ruler2` row (oracle: the references, or the
+    boxed letter)."""
+    prompt = task.messages[-1].content or ""
+    out = {"echo_context": [Message.assistant(prompt)]}
+    if task.metadata["eval_type"] == "multichoice":
+        other = next(c for c in "ABCD" if c != task.answer)
+        out["final_answer_line"] = [Message.assistant(f"The final answer is {task.answer}")]
+        out["answer_colon"] = [Message.assistant(f"Reasoning...\n**Answer:** {task.answer}")]
+        out["lower_boxed"] = [Message.assistant(f"\\boxed{{{task.answer.lower()}}}")]
+        out["two_boxes"] = [Message.assistant(f"\\boxed{{{other}}} or \\boxed{{{task.answer}}}")]
+        out["prose"] = [Message.assistant(f"It must be option {task.answer}, the blue one.")]
+        return out
+    refs = task.answer
+    out["in_prose"] = [Message.assistant(f"The answer is: {', '.join(refs).upper()}.")]
+    out["first_only"] = [Message.assistant(refs[0])]
+    words = refs[-1].split()
+    out["near_miss"] = [Message.assistant(" ".join([*refs[:-1], *words[:-1], "nine"]))]
+    if task.metadata["match"] == "part":
+        # The document quoted back, then the index: the quoted block is dropped.
+        block = prompt[prompt.index("Document") : prompt.index("\n\n", prompt.index("Document"))]
+        out["quoted_document"] = [Message.assistant(f"{block}\n\nSo it is {refs[0]}.")]
+    if all(r.isdigit() for r in refs):
+        guesses = [str(int(r) + k) for r in refs for k in (1, 2)]
+        out["hedge"] = [Message.assistant("It is one of " + ", ".join([*guesses, *refs]))]
     return out
 
 

@@ -102,7 +102,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     ),
     "gdp_pdf": ("unsupported", _VISION + " (document pages)"),
     "gdpval": ("unsupported", _VISION + " (deliverable files graded by a rubric judge)"),
-    "generative_reward_model": ("later", "text scoring of a GenRM's scores against labels"),
     "genrm_compare": ("later", _JUDGE + " (a GenRM as the judge)"),
     "google_search": ("unsupported", _WEB + " (Google search)"),
     "gui_coordinate": ("unsupported", _VISION),
@@ -154,14 +153,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "judge= Model",
     ),
     "rolemrc": ("later", _JUDGE),
-    "ruler2": (
-        "later",
-        "rows mix two evaluators by `eval_type`: `ruler2` is our `ReferenceMatch(soft=True)` "
-        "(max of substring and 1 - WER) plus its `part` (Document headers dropped, best "
-        "reference) and `2steps` (last paragraph) modes, `multichoice` a relaxed boxed-letter "
-        "read; one env needs a per-row route, and the comparison `editdistance` in the "
-        "reference venv",
-    ),
     "scale_swe": ("issue 23", _SWE_ROWS + "; its f2p_script and pre_commands are not run"),
     "scicode": ("later", _SANDBOX + " (SciCode's test data file)"),
     "sec_local_index": ("unsupported", "not a server: a library other servers import"),

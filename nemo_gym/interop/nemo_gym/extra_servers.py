@@ -52,6 +52,19 @@ def _citations(row: Row, server: str) -> Task:
     return _task(row, server, verifier=citation_check(row))
 
 
+def _ruler2(row: Row, server: str) -> Task:
+    from nemo_gym.envs.long_context.ruler2 import ruler2_fields
+
+    answer, metadata = ruler2_fields(row)
+    return _task(row, server, answer=answer, **metadata)
+
+
+def _genrm(row: Row, server: str) -> Task:
+    from nemo_gym.envs.knowledge.genrm import genrm_labels
+
+    return _task(row, server, labels=genrm_labels(row))
+
+
 EXTRA_SERVERS: list[Server] = [
     Server(
         "single_step_tool_use_with_argument_comparison",
@@ -66,4 +79,6 @@ EXTRA_SERVERS: list[Server] = [
     Server("example_multi_turn_gymnasium", "follow_ups", _follow_ups, episodes=True),
     Server("example_mcp_weather", "weather_report", _weather_report),
     Server("citation_if", "citations", _citations),
+    Server("ruler2", "ruler2", _ruler2),
+    Server("generative_reward_model", "genrm", _genrm),
 ]
