@@ -143,6 +143,17 @@ def _autograder(prompt: str) -> str:
     return f"<thinking>\n4. **Conclusion:** {grade}\n</thinking>\n\\boxed{{{grade}}}"
 
 
+def _longmemeval(prompt: str) -> str:
+    """Yes when the gold answer is in the response; on an unanswerable question, when the
+    response says the information is missing."""
+    response = _last(r"\n\nModel Response: (.*)\n\n(?:Is|Does) the model", prompt).lower()
+    if "correctly identify the question as unanswerable" in prompt:
+        said = any(k in response for k in ("not enough", "not mention", *_ABSTAINS))
+        return "Yes." if said else "No."
+    gold = _last(r"\n\n(?:Correct Answer|Rubric): (.*)\n\nModel Response: ", prompt).lower()
+    return "Yes." if gold and gold in response else "No."
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -173,4 +184,6 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _ugphysics(prompt)
     if server == "math_with_autograder":
         return _autograder(prompt)
+    if server == "longmemeval":
+        return _longmemeval(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

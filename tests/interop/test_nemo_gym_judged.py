@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,6 +45,10 @@ WHEEL_CONSTANTS = {
     "aalcr_v1_1.system": ("aalcr/app.py", "V1_1_SYSTEM_PROMPT"),
     "text_to_sql": ("text_to_sql/prompts.py", "SQL_JUDGE_PROMPT_TEMPLATE"),
     "text_to_sql.system": ("text_to_sql/prompts.py", "SQL_JUDGE_SYSTEM_MESSAGE"),
+    **{
+        f"longmemeval.{name}": ("longmemeval/app.py", f"_RUBRIC_{name.upper()}")
+        for name in ("contain", "temporal", "knowledge_update", "preference", "abstention")
+    },
 }
 
 
@@ -210,9 +215,17 @@ async def test_reverify_rebuilds_the_judge_from_the_run(tmp_path: Path) -> None:
 def test_aalcr_rows_must_match_the_judge_protocol() -> None:
     row = json.loads((DATA / "aalcr.jsonl").read_text().splitlines()[0])
     with pytest.raises(gym.errors.ConfigError, match="row 0: field 'aa_lcr_judge_protocol'"):
-        ng.load([{**row, "aa_lcr_judge_protocol": "v9"}], server="aalcr", judge=None)
+        ng.load(
+            [{**row, "aa_lcr_judge_protocol": "v9"}],
+            server="aalcr",
+            judge=nemo_gym_judge("longmemeval"),
+        )
     with pytest.raises(gym.errors.ConfigError, match="row 0: field 'aa_lcr_version'"):
-        ng.load([{**row, "aa_lcr_judge_protocol": "official_v1_1"}], server="aalcr", judge=None)
+        ng.load(
+            [{**row, "aa_lcr_judge_protocol": "official_v1_1"}],
+            server="aalcr",
+            judge=nemo_gym_judge("longmemeval"),
+        )
 
 
 def test_aalcr_v1_1_asks_for_json_with_its_system_prompt() -> None:
@@ -277,6 +290,7 @@ ROW_FIELDS = {
     "question": "q",
     "answer": "a",
     "baseline_answer": "b",
+    "verifier_metadata": {"question_type": "multi-session", "question": "q", "answer": "3"},
 }
 
 
@@ -292,3 +306,74 @@ def test_reply_readers_never_raise(text: str, server: str) -> None:
     if found is None:
         prompts = protocol.prompts(ROW_FIELDS, judged)
         assert all(content for prompt in prompts for _, content in prompt)
+
+
+def _longmemeval_row(tmp_path: Path, **meta: Any) -> Path:
+    path = tmp_path / "longmemeval.jsonl"
+    metadata = {
+        "question_id": "q1",
+        "question_type": "single-session-user",
+        "question": "What degree did I graduate with?",
+        "answer": "Business Administration",
+        **meta,
+    }
+    row = {
+        "responses_create_params": {"input": [{"role": "user", "content": "History..."}]},
+        "verifier_metadata": metadata,
+    }
+    path.write_text(json.dumps(row) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("flag", "rubric"),
+    [("False", "contain"), ("false", "contain"), (False, "contain"), ("True", "abstention")],
+)
+def test_longmemeval_reads_its_abstention_flag_as_written(
+    tmp_path: Path, flag: Any, rubric: str
+) -> None:
+    """NeMo Gym takes bool() of the flag, so the string "False" gets the unanswerable
+    rubric there; here it is false."""
+    env = ng.load(
+        _longmemeval_row(tmp_path, abstention=flag),
+        server="longmemeval",
+        judge=nemo_gym_judge("longmemeval"),
+    )
+    fields = env.tasks()[0].metadata["judge_fields"]
+    ((prompt,),) = PROTOCOLS["longmemeval"].prompts(fields, "A BA.")
+    question = "What degree did I graduate with?"
+    assert prompt == (
+        "user",
+        template(f"longmemeval.{rubric}").format(question, "Business Administration", "A BA."),
+    )
+
+
+@pytest.mark.parametrize(
+    ("meta", "field"),
+    [
+        ({"abstention": "no"}, "verifier_metadata.abstention"),
+        ({"question_type": "trivia"}, "verifier_metadata.question_type"),
+        ({"question": ""}, "verifier_metadata.question"),
+    ],
+)
+def test_longmemeval_refuses_rows_it_cannot_judge(
+    tmp_path: Path, meta: dict[str, Any], field: str
+) -> None:
+    """NeMo Gym scores these rows 0 (an unknown type also leaves its accuracy); here
+    loading them fails, naming the file, the line and the field."""
+    with pytest.raises(gym.errors.ConfigError, match=rf"longmemeval\.jsonl.*{re.escape(field)}"):
+        ng.load(
+            _longmemeval_row(tmp_path, **meta),
+            server="longmemeval",
+            judge=nemo_gym_judge("longmemeval"),
+        ).tasks()
+
+
+def test_longmemeval_abstention_by_question_id(tmp_path: Path) -> None:
+    env = ng.load(
+        _longmemeval_row(tmp_path, question_id="q1_abs", question_type="trivia"),
+        server="longmemeval",
+        judge=nemo_gym_judge("longmemeval"),
+    )
+    ((prompt,),) = PROTOCOLS["longmemeval"].prompts(env.tasks()[0].metadata["judge_fields"], "x")
+    assert "correctly identify the question as unanswerable" in prompt[1]

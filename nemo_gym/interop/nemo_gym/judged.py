@@ -844,6 +844,93 @@ async def _library(fields: Mapping[str, Any], text: str) -> Verdict | None:
     return Verdict(1.0, "library_correct", {"library_reward": 1.0}) if found.correct else None
 
 
+# longmemeval: LongMemEval's rubric per question type; an abstention row (its flag, or
+# "_abs" in its question_id) gets the unanswerable-question rubric whatever its type.
+_LONGMEMEVAL_RUBRICS = {
+    "single-session-user": "contain",
+    "single-session-assistant": "contain",
+    "multi-session": "contain",
+    "temporal-reasoning": "temporal",
+    "knowledge-update": "knowledge_update",
+    "single-session-preference": "preference",
+}
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S)
+_YES = re.compile(r"yes", re.I)
+_NO = re.compile(r"\bno\b", re.I)
+
+
+def _strip_think(text: str) -> str:
+    """longmemeval's `_strip_think`: what precedes an unclosed `<think>`, else the text
+    without its paired blocks (or after its first `</think>`)."""
+    if "<think>" in text and "</think>" not in text:
+        return text.split("<think>", 1)[0].strip()
+    if "</think>" not in text:
+        return text
+    cleaned = _THINK_BLOCK.sub("", text)
+    if cleaned == text:
+        cleaned = text.split("</think>", 1)[-1]
+    return cleaned.strip()
+
+
+def _longmemeval_abstention(meta: Mapping[str, Any]) -> bool | None:
+    """The row's abstention flag, None when it is neither a bool nor "true"/"false".
+    NeMo Gym takes `bool(...)` of it, so the string "False" counts as an abstention row
+    there; here it is read as written (docs/coming-from-nemo-gym.md)."""
+    flag = meta.get("abstention")
+    if flag is None or isinstance(flag, bool):
+        found = bool(flag)
+    elif isinstance(flag, str) and flag.strip().lower() in ("true", "false"):
+        found = flag.strip().lower() == "true"
+    else:
+        return None
+    return found or "_abs" in str(meta.get("question_id") or "")
+
+
+def _longmemeval_check(row: Row) -> None:
+    # NeMo Gym scores a row with unusable metadata or an unknown question type 0 (and
+    # leaves the latter out of its accuracy); here the dataset is refused at load.
+    meta = row.require("verifier_metadata", dict)
+    for key in ("question", "question_type"):
+        if not isinstance(meta.get(key), str) or not meta[key]:
+            raise row.bad(f"verifier_metadata.{key}", "must be a non-empty string")
+    abstention = _longmemeval_abstention(meta)
+    if abstention is None:
+        raise row.bad("verifier_metadata.abstention", f"is {meta['abstention']!r}; true or false")
+    if not abstention and meta["question_type"] not in _LONGMEMEVAL_RUBRICS:
+        raise row.bad(
+            "verifier_metadata.question_type",
+            f"is {meta['question_type']!r}; one of {sorted(_LONGMEMEVAL_RUBRICS)}",
+        )
+
+
+def _longmemeval_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    meta = fields["verifier_metadata"]
+    rubric = (
+        "abstention"
+        if _longmemeval_abstention(meta)
+        else _LONGMEMEVAL_RUBRICS[str(meta["question_type"])]
+    )
+    prompt = template(f"longmemeval.{rubric}").format(
+        str(meta.get("question") or ""), str(meta.get("answer") or ""), text
+    )
+    return [[("user", prompt)]]
+
+
+def _longmemeval_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    # NeMo Gym scores an empty answer 0 without asking its judge.
+    return None if text else Verdict(0.0, "empty_response")
+
+
+def _longmemeval_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """LongMemEval's verdict: "yes" anywhere in the reply (after its thinking), any case.
+    NeMo Gym scores every other reply 0; here a reply with neither "yes" nor the word "no"
+    (or an empty one) holds no verdict."""
+    said = _strip_think(replies[0]).strip()
+    if _YES.search(said):
+        return Verdict(1.0, "yes")
+    return Verdict(0.0, "no") if _NO.search(said) else None
+
+
 PROTOCOLS: Mapping[str, JudgeProtocol] = {
     p.name: p
     for p in (
@@ -1016,6 +1103,16 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             _boxed_oracle,
             _output_text_raw,
             library=True,
+        ),
+        JudgeProtocol(
+            "longmemeval",
+            ("verifier_metadata",),
+            _longmemeval_prompts,
+            _longmemeval_parse,
+            lambda f: str(f["verifier_metadata"].get("answer") or ""),
+            lambda messages: _strip_think(_output_text_raw(messages)).strip(),
+            skip=_longmemeval_skip,
+            check=_longmemeval_check,
         ),
     )
 }
