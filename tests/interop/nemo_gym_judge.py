@@ -154,6 +154,25 @@ def _longmemeval(prompt: str) -> str:
     return "Yes." if gold and gold in response else "No."
 
 
+def _multichallenge(prompt: str) -> str:
+    """[[YES]] when the response restates the evaluation question."""
+    response = _last(r"MODEL'S FINAL RESPONSE:\n(.*?)\n\nEVALUATION QUESTION:", prompt)
+    question = _last(r"EVALUATION QUESTION:\n(.*?)\n\nEXPECTED ANSWER:", prompt)
+    met = question and question in response
+    return f"Step by step: checked.\n{'[[YES]]' if met else '[[NO]]'}"
+
+
+def _inverse_if(prompt: str) -> str:
+    """PASS when the student response holds the standard response (the template's
+    sections, split on its `---` rules: question, student, standard, criterion)."""
+    sections = prompt.split("\n\n---\n")
+    student, standard = (sections[1], sections[2]) if len(sections) > 3 else ("", "")
+    standard = standard.split("\n", 1)[-1] if standard.startswith("## ") else standard
+    met = standard.strip() and standard.strip() in student
+    verdict = {"result": "PASS" if met else "FAIL", "explanation": "Scripted."}
+    return "```json\n" + json.dumps(verdict) + "\n```"
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -186,4 +205,8 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _autograder(prompt)
     if server == "longmemeval":
         return _longmemeval(prompt)
+    if server == "inverse_if":
+        return _inverse_if(_text(messages[-1:]))
+    if server == "multichallenge":
+        return _multichallenge(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

@@ -72,6 +72,14 @@ def test_the_judge_prompts_are_nemo_gyms_own_files() -> None:
         assert template(name) == found["user"], name
         if "system" in found:
             assert template(f"{name}.system") == found["system"], name
+    shipped = yaml.safe_load((root / "multichallenge/configs/multichallenge.yaml").read_text())
+    settings_ = shipped["multichallenge"]["resources_servers"]["multichallenge"]
+    assert template("multichallenge") == settings_["judge_prompt_template"]
+    assert template("multichallenge.system") == settings_["judge_system_message"]
+    shipped = yaml.safe_load((root / "inverse_if/configs/inverse_if.yaml").read_text())
+    settings_ = shipped["inverse_if"]["resources_servers"]["inverse_if"]
+    assert template("inverse_if") == settings_["default_judge_prompt_template"]
+    assert template("inverse_if.system") == settings_["default_judge_system_prompt"]
     assert template("deepsearchqa") == (root / "deepsearchqa" / "judge_prompt.txt").read_text()
     for name, (path, constant) in WHEEL_CONSTANTS.items():
         tree = ast.parse((root / path).read_text())
@@ -104,6 +112,8 @@ def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
         "physics_judge": 0,
         "ugphysics_judge": 0,
         "math_with_autograder": 0,
+        "multichallenge": 2,  # one per rubric item
+        "inverse_if": 3,
     }.get(server, int(PROTOCOLS[server].judged))
     assert done.rewards.metadata["judge_calls"] == len(calls) == wanted
     for call in calls:
@@ -290,6 +300,13 @@ ROW_FIELDS = {
     "question": "q",
     "answer": "a",
     "baseline_answer": "b",
+    "context": "[USER]: hi",
+    "reference_response": "Hi.",
+    "prompt": "Say hi.",
+    "rubric": [
+        {"question": "Did it greet?", "pass_criteria": "YES"},
+        {"question": "Rude?", "pass_criteria": "NO"},
+    ],
     "verifier_metadata": {"question_type": "multi-session", "question": "q", "answer": "3"},
 }
 
@@ -377,3 +394,67 @@ def test_longmemeval_abstention_by_question_id(tmp_path: Path) -> None:
     )
     ((prompt,),) = PROTOCOLS["longmemeval"].prompts(env.tasks()[0].metadata["judge_fields"], "x")
     assert "correctly identify the question as unanswerable" in prompt[1]
+
+
+def test_multichallenge_scores_the_mean_of_its_rubric_items() -> None:
+    """One judge request per rubric item (system message first); a NO item passes on a
+    NO; an item whose judge reply holds no verdict fails the rollout (NeMo Gym reads it as
+    NO), rather than pulling the mean down."""
+    fields = {
+        "context": "[USER]: hi",
+        "rubric": [{"question": "Greeted?"}, {"question": "Rude?", "pass_criteria": "NO"}],
+    }
+    protocol = PROTOCOLS["multichallenge"]
+    prompts = protocol.prompts(fields, "Hello!")
+    assert [[role for role, _ in p] for p in prompts] == [["system", "user"]] * 2
+    assert "EXPECTED ANSWER: NO" in prompts[1][1][1]
+    assert protocol.parse(["[[YES]]", "[[NO]]"], fields).reward == 1.0  # type: ignore[union-attr]
+    assert protocol.parse(["[[YES]]", "[[YES]]"], fields).reward == 0.5  # type: ignore[union-attr]
+    assert protocol.parse(["[[YES]] at first, then [[NO]]", "yes"], fields).reward == 0.0  # type: ignore[union-attr]
+    assert protocol.parse(["[[YES]]", "hmm, hard to say"], fields) is None
+    assert protocol.parse(["[[YES]]", ""], fields) is None
+
+
+@pytest.mark.parametrize(
+    ("rubric", "field"),
+    [([], "'rubric'"), ([{"pass_criteria": "YES"}], "'rubric[0]'"), (None, "'rubric'")],
+)
+def test_multichallenge_refuses_rows_without_a_rubric(rubric: Any, field: str) -> None:
+    row = json.loads((DATA / "multichallenge.jsonl").read_text().splitlines()[0])
+    with pytest.raises(gym.errors.ConfigError, match=rf"row 0: field {re.escape(field)}"):
+        ng.load([{**row, "rubric": rubric}], server="multichallenge", judge=None)
+
+
+def test_inverse_if_uses_the_rows_own_judge_prompts_and_reads_json_verdicts() -> None:
+    """The row's template and system prompt, else its config's; a criterion whose judge
+    reply holds no PASS/FAIL fails the rollout (NeMo Gym reads it as FAIL)."""
+    protocol = PROTOCOLS["inverse_if"]
+    fields: dict[str, Any] = {
+        "prompt": "Say hi.",
+        "reference_response": "Hi.",
+        "rubric": [{"id": "C1", "criteria": "Greets?"}, {"id": "C2", "criteria": "Short?"}],
+    }
+    (system, user), _ = protocol.prompts(fields, "Hello")
+    assert system == ("system", template("inverse_if.system"))
+    assert user[1] == template("inverse_if").format(
+        prompt="Say hi.", model_response="Hello", standard_response="Hi.", criteria="Greets?"
+    )
+    own = {
+        **fields,
+        "judge_prompt_template": "{criteria}: {model_response}",
+        "judge_system_prompt": "S",
+    }
+    assert protocol.prompts(own, "Hello")[1] == [("system", "S"), ("user", "Short?: Hello")]
+    assert (
+        protocol.parse(['{"result": "PASS"}', '```json\n{"result": "fail"}\n```'], fields).reward
+        == 0.5
+    )  # type: ignore[union-attr]
+    assert protocol.parse(["<think>FAIL</think>PASS", "Pass."], fields).reward == 1.0  # type: ignore[union-attr]
+    assert protocol.parse(['{"result": "PASS"}', "hmm, hard to say"], fields) is None
+    row = json.loads((DATA / "inverse_if.jsonl").read_text().splitlines()[0])
+    with pytest.raises(gym.errors.ConfigError, match=r"row 0: field 'rubric\[1\]'"):
+        ng.load(
+            [{**row, "rubric": [{"criteria": "a"}, {"id": "C2"}]}], server="inverse_if", judge=None
+        )
+    with pytest.raises(gym.errors.ConfigError, match=r"row 0: field 'judge_prompt_template'"):
+        ng.load([{**row, "judge_prompt_template": "{answer}"}], server="inverse_if", judge=None)

@@ -51,8 +51,10 @@ EMPTY_JUDGE_SCORES_0 = (
     "deepsearchqa",
     "false_statement_judge",
     "frontierscience_judge",
+    "inverse_if",
     "longmemeval",
     "math_with_autograder",
+    "multichallenge",
     "physics_judge",
     "text_to_sql",
     "ugphysics_judge",
@@ -549,6 +551,20 @@ def judged_variants(server: str, env: Any, task: Task) -> dict[str, list[Message
         out["judge_after_thinking"] = [
             Message.assistant('See above. [[judge-reply:"<think>yes?</think>No."]]')
         ]
+    if server == "multichallenge":
+        first = str(fields["rubric"][0]["question"])
+        out["first_item_only"] = [Message.assistant(f"Noted. {first}")]
+        out["after_thinking"] = [Message.assistant(f"<think>Draft: nothing.</think>{oracle}")]
+        out["judge_last_line"] = forcing('"Looks right.\\nYES"')
+        out["judge_later_label_wins"] = forcing('"[[YES]] at first, then [[NO]]"')
+        out["judge_after_thinking"] = forcing('"<think>[[NO]]?</think>[[YES]]"')
+    if server == "inverse_if":
+        out["after_thinking"] = [Message.assistant(f"<think>Draft: nothing.</think>{oracle}")]
+        out["judge_loose_json"] = forcing('"Verdict: {\\"result\\": \\"pass\\"} as shown"')
+        out["judge_keyword"] = forcing('"It holds.\\nPASS\\n(checked)"')
+        out["judge_fenced_wins"] = forcing(
+            '"```json\\n{\\"result\\": \\"FAIL\\"}\\n```\\n{\\"result\\": \\"PASS\\"}"'
+        )
     if server == "false_statement_judge":
         out["repairs"] = [Message.assistant("Assume n is even; then the proof goes through.")]
         out["after_thinking"] = [Message.assistant("<think>This is false.</think>Proof: trivial.")]
