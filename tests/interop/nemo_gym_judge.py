@@ -143,6 +143,36 @@ def _autograder(prompt: str) -> str:
     return f"<thinking>\n4. **Conclusion:** {grade}\n</thinking>\n\\boxed{{{grade}}}"
 
 
+def _longmemeval(prompt: str) -> str:
+    """Yes when the gold answer is in the response; on an unanswerable question, when the
+    response says the information is missing."""
+    response = _last(r"\n\nModel Response: (.*)\n\n(?:Is|Does) the model", prompt).lower()
+    if "correctly identify the question as unanswerable" in prompt:
+        said = any(k in response for k in ("not enough", "not mention", *_ABSTAINS))
+        return "Yes." if said else "No."
+    gold = _last(r"\n\n(?:Correct Answer|Rubric): (.*)\n\nModel Response: ", prompt).lower()
+    return "Yes." if gold and gold in response else "No."
+
+
+def _multichallenge(prompt: str) -> str:
+    """[[YES]] when the response restates the evaluation question."""
+    response = _last(r"MODEL'S FINAL RESPONSE:\n(.*?)\n\nEVALUATION QUESTION:", prompt)
+    question = _last(r"EVALUATION QUESTION:\n(.*?)\n\nEXPECTED ANSWER:", prompt)
+    met = question and question in response
+    return f"Step by step: checked.\n{'[[YES]]' if met else '[[NO]]'}"
+
+
+def _inverse_if(prompt: str) -> str:
+    """PASS when the student response holds the standard response (the template's
+    sections, split on its `---` rules: question, student, standard, criterion)."""
+    sections = prompt.split("\n\n---\n")
+    student, standard = (sections[1], sections[2]) if len(sections) > 3 else ("", "")
+    standard = standard.split("\n", 1)[-1] if standard.startswith("## ") else standard
+    met = standard.strip() and standard.strip() in student
+    verdict = {"result": "PASS" if met else "FAIL", "explanation": "Scripted."}
+    return "```json\n" + json.dumps(verdict) + "\n```"
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -173,4 +203,10 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _ugphysics(prompt)
     if server == "math_with_autograder":
         return _autograder(prompt)
+    if server == "longmemeval":
+        return _longmemeval(prompt)
+    if server == "inverse_if":
+        return _inverse_if(_text(messages[-1:]))
+    if server == "multichallenge":
+        return _multichallenge(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

@@ -46,6 +46,30 @@ OVERRIDES["single_step_tool_use_with_argument_comparison"] = {
 }
 
 
+def _shipped_config(server: str, *keys: str) -> dict:
+    """Settings of the server's own configs/<server>.yaml where its class defaults differ."""
+    import importlib.util
+
+    import yaml
+
+    spec = importlib.util.find_spec("resources_servers")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    path = Path(next(iter(spec.submodule_search_locations))) / server / "configs" / f"{server}.yaml"
+    found = yaml.safe_load(path.read_text())[server]["resources_servers"][server]
+    return {key: found[key] for key in keys}
+
+
+# Its judge prompt and system message (nemo_gym.interop's copies are of these).
+OVERRIDES["multichallenge"] = _shipped_config(
+    "multichallenge", "judge_prompt_template", "judge_system_message"
+)
+# Its fallback judge prompts, which its config class requires.
+OVERRIDES["inverse_if"] = _shipped_config(
+    "inverse_if", "default_judge_prompt_template", "default_judge_system_prompt"
+)
+
+
 def _judge_config(config_cls) -> dict:  # type: ignore[no-untyped-def]
     """A judge-based server's required judge settings: a judge model server by name (its
     calls never leave this process, see `_scripted_judge`) and empty request params."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,6 +45,10 @@ WHEEL_CONSTANTS = {
     "aalcr_v1_1.system": ("aalcr/app.py", "V1_1_SYSTEM_PROMPT"),
     "text_to_sql": ("text_to_sql/prompts.py", "SQL_JUDGE_PROMPT_TEMPLATE"),
     "text_to_sql.system": ("text_to_sql/prompts.py", "SQL_JUDGE_SYSTEM_MESSAGE"),
+    **{
+        f"longmemeval.{name}": ("longmemeval/app.py", f"_RUBRIC_{name.upper()}")
+        for name in ("contain", "temporal", "knowledge_update", "preference", "abstention")
+    },
 }
 
 
@@ -67,6 +72,14 @@ def test_the_judge_prompts_are_nemo_gyms_own_files() -> None:
         assert template(name) == found["user"], name
         if "system" in found:
             assert template(f"{name}.system") == found["system"], name
+    shipped = yaml.safe_load((root / "multichallenge/configs/multichallenge.yaml").read_text())
+    settings_ = shipped["multichallenge"]["resources_servers"]["multichallenge"]
+    assert template("multichallenge") == settings_["judge_prompt_template"]
+    assert template("multichallenge.system") == settings_["judge_system_message"]
+    shipped = yaml.safe_load((root / "inverse_if/configs/inverse_if.yaml").read_text())
+    settings_ = shipped["inverse_if"]["resources_servers"]["inverse_if"]
+    assert template("inverse_if") == settings_["default_judge_prompt_template"]
+    assert template("inverse_if.system") == settings_["default_judge_system_prompt"]
     assert template("deepsearchqa") == (root / "deepsearchqa" / "judge_prompt.txt").read_text()
     for name, (path, constant) in WHEEL_CONSTANTS.items():
         tree = ast.parse((root / path).read_text())
@@ -99,6 +112,8 @@ def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
         "physics_judge": 0,
         "ugphysics_judge": 0,
         "math_with_autograder": 0,
+        "multichallenge": 2,  # one per rubric item
+        "inverse_if": 3,
     }.get(server, int(PROTOCOLS[server].judged))
     assert done.rewards.metadata["judge_calls"] == len(calls) == wanted
     for call in calls:
@@ -210,9 +225,17 @@ async def test_reverify_rebuilds_the_judge_from_the_run(tmp_path: Path) -> None:
 def test_aalcr_rows_must_match_the_judge_protocol() -> None:
     row = json.loads((DATA / "aalcr.jsonl").read_text().splitlines()[0])
     with pytest.raises(gym.errors.ConfigError, match="row 0: field 'aa_lcr_judge_protocol'"):
-        ng.load([{**row, "aa_lcr_judge_protocol": "v9"}], server="aalcr", judge=None)
+        ng.load(
+            [{**row, "aa_lcr_judge_protocol": "v9"}],
+            server="aalcr",
+            judge=nemo_gym_judge("longmemeval"),
+        )
     with pytest.raises(gym.errors.ConfigError, match="row 0: field 'aa_lcr_version'"):
-        ng.load([{**row, "aa_lcr_judge_protocol": "official_v1_1"}], server="aalcr", judge=None)
+        ng.load(
+            [{**row, "aa_lcr_judge_protocol": "official_v1_1"}],
+            server="aalcr",
+            judge=nemo_gym_judge("longmemeval"),
+        )
 
 
 def test_aalcr_v1_1_asks_for_json_with_its_system_prompt() -> None:
@@ -277,6 +300,14 @@ ROW_FIELDS = {
     "question": "q",
     "answer": "a",
     "baseline_answer": "b",
+    "context": "[USER]: hi",
+    "reference_response": "Hi.",
+    "prompt": "Say hi.",
+    "rubric": [
+        {"question": "Did it greet?", "pass_criteria": "YES"},
+        {"question": "Rude?", "pass_criteria": "NO"},
+    ],
+    "verifier_metadata": {"question_type": "multi-session", "question": "q", "answer": "3"},
 }
 
 
@@ -292,3 +323,138 @@ def test_reply_readers_never_raise(text: str, server: str) -> None:
     if found is None:
         prompts = protocol.prompts(ROW_FIELDS, judged)
         assert all(content for prompt in prompts for _, content in prompt)
+
+
+def _longmemeval_row(tmp_path: Path, **meta: Any) -> Path:
+    path = tmp_path / "longmemeval.jsonl"
+    metadata = {
+        "question_id": "q1",
+        "question_type": "single-session-user",
+        "question": "What degree did I graduate with?",
+        "answer": "Business Administration",
+        **meta,
+    }
+    row = {
+        "responses_create_params": {"input": [{"role": "user", "content": "History..."}]},
+        "verifier_metadata": metadata,
+    }
+    path.write_text(json.dumps(row) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("flag", "rubric"),
+    [("False", "contain"), ("false", "contain"), (False, "contain"), ("True", "abstention")],
+)
+def test_longmemeval_reads_its_abstention_flag_as_written(
+    tmp_path: Path, flag: Any, rubric: str
+) -> None:
+    """NeMo Gym takes bool() of the flag, so the string "False" gets the unanswerable
+    rubric there; here it is false."""
+    env = ng.load(
+        _longmemeval_row(tmp_path, abstention=flag),
+        server="longmemeval",
+        judge=nemo_gym_judge("longmemeval"),
+    )
+    fields = env.tasks()[0].metadata["judge_fields"]
+    ((prompt,),) = PROTOCOLS["longmemeval"].prompts(fields, "A BA.")
+    question = "What degree did I graduate with?"
+    assert prompt == (
+        "user",
+        template(f"longmemeval.{rubric}").format(question, "Business Administration", "A BA."),
+    )
+
+
+@pytest.mark.parametrize(
+    ("meta", "field"),
+    [
+        ({"abstention": "no"}, "verifier_metadata.abstention"),
+        ({"question_type": "trivia"}, "verifier_metadata.question_type"),
+        ({"question": ""}, "verifier_metadata.question"),
+    ],
+)
+def test_longmemeval_refuses_rows_it_cannot_judge(
+    tmp_path: Path, meta: dict[str, Any], field: str
+) -> None:
+    """NeMo Gym scores these rows 0 (an unknown type also leaves its accuracy); here
+    loading them fails, naming the file, the line and the field."""
+    with pytest.raises(gym.errors.ConfigError, match=rf"longmemeval\.jsonl.*{re.escape(field)}"):
+        ng.load(
+            _longmemeval_row(tmp_path, **meta),
+            server="longmemeval",
+            judge=nemo_gym_judge("longmemeval"),
+        ).tasks()
+
+
+def test_longmemeval_abstention_by_question_id(tmp_path: Path) -> None:
+    env = ng.load(
+        _longmemeval_row(tmp_path, question_id="q1_abs", question_type="trivia"),
+        server="longmemeval",
+        judge=nemo_gym_judge("longmemeval"),
+    )
+    ((prompt,),) = PROTOCOLS["longmemeval"].prompts(env.tasks()[0].metadata["judge_fields"], "x")
+    assert "correctly identify the question as unanswerable" in prompt[1]
+
+
+def test_multichallenge_scores_the_mean_of_its_rubric_items() -> None:
+    """One judge request per rubric item (system message first); a NO item passes on a
+    NO; an item whose judge reply holds no verdict fails the rollout (NeMo Gym reads it as
+    NO), rather than pulling the mean down."""
+    fields = {
+        "context": "[USER]: hi",
+        "rubric": [{"question": "Greeted?"}, {"question": "Rude?", "pass_criteria": "NO"}],
+    }
+    protocol = PROTOCOLS["multichallenge"]
+    prompts = protocol.prompts(fields, "Hello!")
+    assert [[role for role, _ in p] for p in prompts] == [["system", "user"]] * 2
+    assert "EXPECTED ANSWER: NO" in prompts[1][1][1]
+    assert protocol.parse(["[[YES]]", "[[NO]]"], fields).reward == 1.0  # type: ignore[union-attr]
+    assert protocol.parse(["[[YES]]", "[[YES]]"], fields).reward == 0.5  # type: ignore[union-attr]
+    assert protocol.parse(["[[YES]] at first, then [[NO]]", "yes"], fields).reward == 0.0  # type: ignore[union-attr]
+    assert protocol.parse(["[[YES]]", "hmm, hard to say"], fields) is None
+    assert protocol.parse(["[[YES]]", ""], fields) is None
+
+
+@pytest.mark.parametrize(
+    ("rubric", "field"),
+    [([], "'rubric'"), ([{"pass_criteria": "YES"}], "'rubric[0]'"), (None, "'rubric'")],
+)
+def test_multichallenge_refuses_rows_without_a_rubric(rubric: Any, field: str) -> None:
+    row = json.loads((DATA / "multichallenge.jsonl").read_text().splitlines()[0])
+    with pytest.raises(gym.errors.ConfigError, match=rf"row 0: field {re.escape(field)}"):
+        ng.load([{**row, "rubric": rubric}], server="multichallenge", judge=None)
+
+
+def test_inverse_if_uses_the_rows_own_judge_prompts_and_reads_json_verdicts() -> None:
+    """The row's template and system prompt, else its config's; a criterion whose judge
+    reply holds no PASS/FAIL fails the rollout (NeMo Gym reads it as FAIL)."""
+    protocol = PROTOCOLS["inverse_if"]
+    fields: dict[str, Any] = {
+        "prompt": "Say hi.",
+        "reference_response": "Hi.",
+        "rubric": [{"id": "C1", "criteria": "Greets?"}, {"id": "C2", "criteria": "Short?"}],
+    }
+    (system, user), _ = protocol.prompts(fields, "Hello")
+    assert system == ("system", template("inverse_if.system"))
+    assert user[1] == template("inverse_if").format(
+        prompt="Say hi.", model_response="Hello", standard_response="Hi.", criteria="Greets?"
+    )
+    own = {
+        **fields,
+        "judge_prompt_template": "{criteria}: {model_response}",
+        "judge_system_prompt": "S",
+    }
+    assert protocol.prompts(own, "Hello")[1] == [("system", "S"), ("user", "Short?: Hello")]
+    assert (
+        protocol.parse(['{"result": "PASS"}', '```json\n{"result": "fail"}\n```'], fields).reward
+        == 0.5
+    )  # type: ignore[union-attr]
+    assert protocol.parse(["<think>FAIL</think>PASS", "Pass."], fields).reward == 1.0  # type: ignore[union-attr]
+    assert protocol.parse(['{"result": "PASS"}', "hmm, hard to say"], fields) is None
+    row = json.loads((DATA / "inverse_if.jsonl").read_text().splitlines()[0])
+    with pytest.raises(gym.errors.ConfigError, match=r"row 0: field 'rubric\[1\]'"):
+        ng.load(
+            [{**row, "rubric": [{"criteria": "a"}, {"id": "C2"}]}], server="inverse_if", judge=None
+        )
+    with pytest.raises(gym.errors.ConfigError, match=r"row 0: field 'judge_prompt_template'"):
+        ng.load([{**row, "judge_prompt_template": "{answer}"}], server="inverse_if", judge=None)

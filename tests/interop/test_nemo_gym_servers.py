@@ -51,7 +51,10 @@ EMPTY_JUDGE_SCORES_0 = (
     "deepsearchqa",
     "false_statement_judge",
     "frontierscience_judge",
+    "inverse_if",
+    "longmemeval",
     "math_with_autograder",
+    "multichallenge",
     "physics_judge",
     "text_to_sql",
     "ugphysics_judge",
@@ -619,6 +622,31 @@ def judged_variants(server: str, env: Any, task: Task) -> dict[str, list[Message
                 'See above. [[judge-reply:"\\\\boxed{Incorrect}, or \\\\boxed{Correct}"]]'
             )
         ]
+    if server == "longmemeval":
+        out["empty"] = [Message.assistant("<think>Let me look through the sessions")]
+        out["after_thinking"] = [Message.assistant(f"<think>Maybe 7?</think>{oracle}")]
+        out["judge_no"] = [Message.assistant('See above. [[judge-reply:"No."]]')]
+        # NeMo Gym's "yes" anywhere, as in "eyes", is kept.
+        out["judge_yes_in_word"] = [
+            Message.assistant('See above. [[judge-reply:"No, not to my eyes."]]')
+        ]
+        out["judge_after_thinking"] = [
+            Message.assistant('See above. [[judge-reply:"<think>yes?</think>No."]]')
+        ]
+    if server == "multichallenge":
+        first = str(fields["rubric"][0]["question"])
+        out["first_item_only"] = [Message.assistant(f"Noted. {first}")]
+        out["after_thinking"] = [Message.assistant(f"<think>Draft: nothing.</think>{oracle}")]
+        out["judge_last_line"] = forcing('"Looks right.\\nYES"')
+        out["judge_later_label_wins"] = forcing('"[[YES]] at first, then [[NO]]"')
+        out["judge_after_thinking"] = forcing('"<think>[[NO]]?</think>[[YES]]"')
+    if server == "inverse_if":
+        out["after_thinking"] = [Message.assistant(f"<think>Draft: nothing.</think>{oracle}")]
+        out["judge_loose_json"] = forcing('"Verdict: {\\"result\\": \\"pass\\"} as shown"')
+        out["judge_keyword"] = forcing('"It holds.\\nPASS\\n(checked)"')
+        out["judge_fenced_wins"] = forcing(
+            '"```json\\n{\\"result\\": \\"FAIL\\"}\\n```\\n{\\"result\\": \\"PASS\\"}"'
+        )
     if server == "false_statement_judge":
         out["repairs"] = [Message.assistant("Assume n is even; then the proof goes through.")]
         out["after_thinking"] = [Message.assistant("<think>This is false.</think>Proof: trivial.")]

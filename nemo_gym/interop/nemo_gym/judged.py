@@ -844,6 +844,289 @@ async def _library(fields: Mapping[str, Any], text: str) -> Verdict | None:
     return Verdict(1.0, "library_correct", {"library_reward": 1.0}) if found.correct else None
 
 
+# longmemeval: LongMemEval's rubric per question type; an abstention row (its flag, or
+# "_abs" in its question_id) gets the unanswerable-question rubric whatever its type.
+_LONGMEMEVAL_RUBRICS = {
+    "single-session-user": "contain",
+    "single-session-assistant": "contain",
+    "multi-session": "contain",
+    "temporal-reasoning": "temporal",
+    "knowledge-update": "knowledge_update",
+    "single-session-preference": "preference",
+}
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S)
+_YES = re.compile(r"yes", re.I)
+_NO = re.compile(r"\bno\b", re.I)
+
+
+def _strip_think(text: str) -> str:
+    """longmemeval's `_strip_think`: what precedes an unclosed `<think>`, else the text
+    without its paired blocks (or after its first `</think>`)."""
+    if "<think>" in text and "</think>" not in text:
+        return text.split("<think>", 1)[0].strip()
+    if "</think>" not in text:
+        return text
+    cleaned = _THINK_BLOCK.sub("", text)
+    if cleaned == text:
+        cleaned = text.split("</think>", 1)[-1]
+    return cleaned.strip()
+
+
+def _longmemeval_abstention(meta: Mapping[str, Any]) -> bool | None:
+    """The row's abstention flag, None when it is neither a bool nor "true"/"false".
+    NeMo Gym takes `bool(...)` of it, so the string "False" counts as an abstention row
+    there; here it is read as written (docs/coming-from-nemo-gym.md)."""
+    flag = meta.get("abstention")
+    if flag is None or isinstance(flag, bool):
+        found = bool(flag)
+    elif isinstance(flag, str) and flag.strip().lower() in ("true", "false"):
+        found = flag.strip().lower() == "true"
+    else:
+        return None
+    return found or "_abs" in str(meta.get("question_id") or "")
+
+
+def _longmemeval_check(row: Row) -> None:
+    # NeMo Gym scores a row with unusable metadata or an unknown question type 0 (and
+    # leaves the latter out of its accuracy); here the dataset is refused at load.
+    meta = row.require("verifier_metadata", dict)
+    for key in ("question", "question_type"):
+        if not isinstance(meta.get(key), str) or not meta[key]:
+            raise row.bad(f"verifier_metadata.{key}", "must be a non-empty string")
+    abstention = _longmemeval_abstention(meta)
+    if abstention is None:
+        raise row.bad("verifier_metadata.abstention", f"is {meta['abstention']!r}; true or false")
+    if not abstention and meta["question_type"] not in _LONGMEMEVAL_RUBRICS:
+        raise row.bad(
+            "verifier_metadata.question_type",
+            f"is {meta['question_type']!r}; one of {sorted(_LONGMEMEVAL_RUBRICS)}",
+        )
+
+
+def _longmemeval_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    meta = fields["verifier_metadata"]
+    rubric = (
+        "abstention"
+        if _longmemeval_abstention(meta)
+        else _LONGMEMEVAL_RUBRICS[str(meta["question_type"])]
+    )
+    prompt = template(f"longmemeval.{rubric}").format(
+        str(meta.get("question") or ""), str(meta.get("answer") or ""), text
+    )
+    return [[("user", prompt)]]
+
+
+def _longmemeval_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    # NeMo Gym scores an empty answer 0 without asking its judge.
+    return None if text else Verdict(0.0, "empty_response")
+
+
+def _longmemeval_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """LongMemEval's verdict: "yes" anywhere in the reply (after its thinking), any case.
+    NeMo Gym scores every other reply 0; here a reply with neither "yes" nor the word "no"
+    (or an empty one) holds no verdict."""
+    said = _strip_think(replies[0]).strip()
+    if _YES.search(said):
+        return Verdict(1.0, "yes")
+    return Verdict(0.0, "no") if _NO.search(said) else None
+
+
+# multichallenge: one judge request per rubric item (its configs/multichallenge.yaml
+# prompt and system message), the mean of the items' scores (its `aggregation_mode: mean`).
+
+
+def _row_or_metadata(fields: Mapping[str, Any], key: str) -> Any:
+    """multichallenge's and inverse_if's: the row's field, else its `metadata`'s."""
+    found = fields.get(key)
+    if not found and isinstance(fields.get("metadata"), Mapping):
+        found = fields["metadata"].get(key)
+    return found
+
+
+def _multichallenge_rubric(fields: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    rubric = _row_or_metadata(fields, "rubric")
+    return [item for item in rubric or [] if isinstance(item, Mapping)]
+
+
+def _multichallenge_context(fields: Mapping[str, Any]) -> str:
+    """The row's `context`, else its `metadata.messages` as `[ROLE]: content` blocks."""
+    context = fields.get("context")
+    if context:
+        return str(context)
+    meta = fields.get("metadata")
+    messages = meta.get("messages") if isinstance(meta, Mapping) else None
+    return "\n\n".join(
+        f"[{str(m.get('role', 'unknown')).upper()}]: {m.get('content', '')}"
+        for m in messages or []
+        if isinstance(m, Mapping) and m.get("role", "unknown") != "thinking"
+    )
+
+
+def _multichallenge_check(row: Row) -> None:
+    # NeMo Gym scores a row without rubric items 0 without asking its judge; such a row
+    # cannot be scored, so it is refused at load.
+    raw = _row_or_metadata(row.data, "rubric")
+    if not isinstance(raw, list) or not raw:
+        raise row.bad("rubric", "must be a non-empty list of {question, pass_criteria} items")
+    for at, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("question"), str):
+            raise row.bad(f"rubric[{at}]", "must be an object with a string 'question'")
+        if not isinstance(item.get("pass_criteria", "YES"), str):
+            raise row.bad(f"rubric[{at}].pass_criteria", "must be a string (YES or NO)")
+
+
+def _multichallenge_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    context = _multichallenge_context(fields)
+    return [
+        [
+            ("system", template("multichallenge.system")),
+            (
+                "user",
+                template("multichallenge").format(
+                    context=context,
+                    response=text,
+                    question=str(item.get("question", "")),
+                    pass_criteria=str(item.get("pass_criteria", "YES")),
+                ),
+            ),
+        ]
+        for item in _multichallenge_rubric(fields)
+    ]
+
+
+def _multichallenge_verdict(reply: str) -> str | None:
+    """multichallenge's `_extract_verdict` on the reply after its thinking: the later of
+    `[[YES]]` and `[[NO]]`, else YES or NO in the last line (YES first). NeMo Gym reads a
+    reply with neither as NO; here it holds no verdict."""
+    said = _without_thinking(reply)
+    yes, no = said.rfind("[[YES]]"), said.rfind("[[NO]]")
+    if yes >= 0 or no >= 0:
+        return "YES" if yes > no else "NO"
+    last = said.strip().split("\n")[-1].strip().upper()
+    return "YES" if "YES" in last else "NO" if "NO" in last else None
+
+
+def _multichallenge_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    rubric = _multichallenge_rubric(fields)
+    verdicts = [_multichallenge_verdict(reply) for reply in replies]
+    if not rubric or len(verdicts) != len(rubric) or None in verdicts:
+        return None
+    scores = [
+        float(verdict == ("NO" if str(item.get("pass_criteria", "YES")).upper() == "NO" else "YES"))
+        for item, verdict in zip(rubric, verdicts, strict=True)
+    ]
+    passed = sum(scores)
+    return Verdict(
+        passed / len(scores),
+        "all_passed" if passed == len(scores) else "some_failed",
+        {"num_passed": passed, "num_total": float(len(scores))},
+    )
+
+
+def _multichallenge_oracle(fields: Mapping[str, Any]) -> str:
+    """Each rubric question the response should satisfy, restated (the tests' scripted
+    judge says YES to a question the response restates)."""
+    met = [
+        str(item.get("question", ""))
+        for item in _multichallenge_rubric(fields)
+        if str(item.get("pass_criteria", "YES")).upper() != "NO"
+    ]
+    return "I kept every point in mind. " + " ".join(met)
+
+
+# inverse_if: one judge request per rubric criterion, with the row's own judge prompt and
+# system prompt (its configs/inverse_if.yaml defaults where a row has none); a JSON
+# {"result": "PASS"|"FAIL"} verdict; the mean over the criteria.
+
+
+def _inverse_if_check(row: Row) -> None:
+    # NeMo Gym scores a row without criteria 0 without asking its judge; refused here.
+    raw = _row_or_metadata(row.data, "rubric")
+    if not isinstance(raw, list) or not raw:
+        raise row.bad("rubric", "must be a non-empty list of {id, criteria} items")
+    for at, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("criteria"), str):
+            raise row.bad(f"rubric[{at}]", "must be an object with a string 'criteria'")
+    for key in ("judge_prompt_template", "judge_system_prompt"):
+        if row.get(key) is not None and not isinstance(row.data[key], str):
+            raise row.bad(key, "must be a string")
+    try:
+        str(row.get("judge_prompt_template", "")).format(
+            prompt="", model_response="", standard_response="", criteria=""
+        )
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise row.bad(
+            "judge_prompt_template",
+            f"does not fill from {{prompt}}, {{model_response}}, {{standard_response}} and "
+            f"{{criteria}}: {type(exc).__name__}: {exc}",
+        ) from exc
+
+
+def _inverse_if_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    user = str(fields.get("judge_prompt_template") or template("inverse_if"))
+    system = str(fields.get("judge_system_prompt") or template("inverse_if.system"))
+    values = {
+        "prompt": str(_row_or_metadata(fields, "prompt") or ""),
+        "model_response": text,
+        "standard_response": str(_row_or_metadata(fields, "reference_response") or ""),
+    }
+    rubric = _row_or_metadata(fields, "rubric") or []
+    return [
+        [
+            ("system", system),
+            ("user", user.format(**values, criteria=str(item.get("criteria", "")))),
+        ]
+        for item in rubric
+        if isinstance(item, Mapping)
+    ]
+
+
+_RESULT_OBJECT = re.compile(r"\{[^{}]*\"result\"\s*:\s*\"(PASS|FAIL)\"[^{}]*\}", re.I)
+
+
+def _inverse_if_result(candidate: str) -> str | None:
+    try:
+        parsed = json.loads(candidate)
+        result = parsed.get("result", "").upper().strip()
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return result if result in ("PASS", "FAIL") else None
+
+
+def _inverse_if_verdict(reply: str) -> str | None:
+    """inverse_if's `_extract_verdict` on the reply after its thinking: a fenced JSON
+    object's `result`, else the first object holding one, else PASS or FAIL in the last
+    five lines (the later line first, PASS before FAIL within one). NeMo Gym reads a
+    reply with none of them as FAIL; here it holds no verdict."""
+    said = _without_thinking(reply)
+    fenced = _FENCED_JSON.search(said)
+    found = _inverse_if_result(fenced.group(1)) if fenced else None
+    if found is None:
+        loose = _RESULT_OBJECT.search(said)
+        found = _inverse_if_result(loose.group(0)) if loose else None
+    if found is not None:
+        return found
+    for line in reversed(said.strip().split("\n")[-5:]):
+        upper = line.strip().upper()
+        if "PASS" in upper:
+            return "PASS"
+        if "FAIL" in upper:
+            return "FAIL"
+    return None
+
+
+def _inverse_if_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    verdicts = [_inverse_if_verdict(reply) for reply in replies]
+    if not verdicts or None in verdicts:
+        return None
+    passed = float(verdicts.count("PASS"))
+    return Verdict(
+        passed / len(verdicts),
+        "all_passed" if passed == len(verdicts) else "some_failed",
+        {"num_passed": passed, "num_total": float(len(verdicts))},
+    )
+
+
 PROTOCOLS: Mapping[str, JudgeProtocol] = {
     p.name: p
     for p in (
@@ -1016,6 +1299,41 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             _boxed_oracle,
             _output_text_raw,
             library=True,
+        ),
+        JudgeProtocol(
+            "longmemeval",
+            ("verifier_metadata",),
+            _longmemeval_prompts,
+            _longmemeval_parse,
+            lambda f: str(f["verifier_metadata"].get("answer") or ""),
+            lambda messages: _strip_think(_output_text_raw(messages)).strip(),
+            skip=_longmemeval_skip,
+            check=_longmemeval_check,
+        ),
+        JudgeProtocol(
+            "multichallenge",
+            ("context", "rubric", "metadata"),
+            _multichallenge_prompts,
+            _multichallenge_parse,
+            _multichallenge_oracle,
+            lambda messages: _without_thinking(_last_text(messages)),
+            check=_multichallenge_check,
+        ),
+        JudgeProtocol(
+            "inverse_if",
+            (
+                "prompt",
+                "rubric",
+                "reference_response",
+                "judge_prompt_template",
+                "judge_system_prompt",
+                "metadata",
+            ),
+            _inverse_if_prompts,
+            _inverse_if_parse,
+            lambda f: str(_row_or_metadata(f, "reference_response") or ""),
+            lambda messages: _without_thinking(_last_text(messages)),
+            check=_inverse_if_check,
         ),
     )
 }
