@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nemo_gym.envs.rows import Row
-from nemo_gym.interop.nemo_gym.servers import Server, _task
+from nemo_gym.interop.nemo_gym.servers import Server, row_task
 from nemo_gym.records import Task
 
 __all__ = ["EXECUTED"]
@@ -43,7 +43,7 @@ def _scicodepile(row: Row, server: str) -> Task:
     setup = meta.get("setup_code") or ""
     if not isinstance(setup, str):
         raise row.bad("verifier_metadata.setup_code", "must be Python source")
-    return _task(
+    return row_task(
         row,
         server,
         asserts=[f"{test}\n\ncheck({entry})\n"],

@@ -5,7 +5,7 @@ non-judge servers ported in the second round, each with the environment that sco
 from __future__ import annotations
 
 from nemo_gym.envs.rows import Row
-from nemo_gym.interop.nemo_gym.servers import Server, _task
+from nemo_gym.interop.nemo_gym.servers import Server, row_task
 from nemo_gym.records import Task
 
 __all__ = ["EXTRA_SERVERS"]
@@ -14,17 +14,17 @@ __all__ = ["EXTRA_SERVERS"]
 def _next_action(row: Row, server: str) -> Task:
     from nemo_gym.envs.tools.next_action import expected_action
 
-    return _task(row, server, expected_action=expected_action(row))
+    return row_task(row, server, expected_action=expected_action(row))
 
 
 def _multiverse_math(row: Row, server: str) -> Task:
     from nemo_gym.envs.tools.multiverse_math import ground_truth
 
-    return _task(row, server, ground_truth=ground_truth(row))
+    return row_task(row, server, ground_truth=ground_truth(row))
 
 
 def _counter(row: Row, server: str) -> Task:
-    return _task(
+    return row_task(
         row,
         server,
         initial_count=row.require("initial_count", int),
@@ -35,7 +35,7 @@ def _counter(row: Row, server: str) -> Task:
 def _follow_ups(row: Row, server: str) -> Task:
     from nemo_gym.envs.knowledge.follow_ups import follow_ups
 
-    return _task(
+    return row_task(
         row, server, answer=row.require("expected_answer", str), follow_ups=follow_ups(row)
     )
 
@@ -43,26 +43,26 @@ def _follow_ups(row: Row, server: str) -> Task:
 def _weather_report(row: Row, server: str) -> Task:
     from nemo_gym.envs.tools.weather_report import expected_city
 
-    return _task(row, server, expected_city=expected_city(row))
+    return row_task(row, server, expected_city=expected_city(row))
 
 
 def _citations(row: Row, server: str) -> Task:
     from nemo_gym.envs.instructions.citations import citation_check
 
-    return _task(row, server, verifier=citation_check(row))
+    return row_task(row, server, verifier=citation_check(row))
 
 
 def _ruler2(row: Row, server: str) -> Task:
     from nemo_gym.envs.long_context.ruler2 import ruler2_fields
 
     answer, metadata = ruler2_fields(row)
-    return _task(row, server, answer=answer, **metadata)
+    return row_task(row, server, answer=answer, **metadata)
 
 
 def _genrm(row: Row, server: str) -> Task:
     from nemo_gym.envs.knowledge.genrm import genrm_labels
 
-    return _task(row, server, labels=genrm_labels(row))
+    return row_task(row, server, labels=genrm_labels(row))
 
 
 EXTRA_SERVERS: list[Server] = [

@@ -1499,7 +1499,7 @@ def judged_requires(server: str) -> tuple[str, ...]:
 
 def judged_task(row: Row, server: str) -> Task:
     """A judge-based server's row as a task: its input, and the fields its judge reads."""
-    from nemo_gym.interop.nemo_gym.servers import _task as row_task
+    from nemo_gym.interop.nemo_gym.servers import row_task
 
     protocol = PROTOCOLS[server]
     protocol.check(row)

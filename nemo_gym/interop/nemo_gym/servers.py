@@ -23,7 +23,7 @@ from nemo_gym.interop.nemo_gym.judged import PROTOCOLS, judged_requires, judged_
 from nemo_gym.interop.nemo_gym.wire import prompt_of
 from nemo_gym.records import Task
 
-__all__ = ["SERVERS", "Server"]
+__all__ = ["SERVERS", "Server", "row_task"]
 
 TaskFn = Callable[[Row, str], Task]
 OptionsFn = Callable[[Sequence[Row]], dict[str, Any]]
@@ -45,7 +45,9 @@ class Server:
     the comparison replays whole episodes, not one `verify` call."""
 
 
-def _task(row: Row, server: str, *, answer: Any = None, **metadata: Any) -> Task:
+def row_task(row: Row, server: str, *, answer: Any = None, **metadata: Any) -> Task:
+    """A NeMo Gym row as a Task: its own input and tools, `answer`, and `metadata` (what
+    the server's environment reads), the row kept for result rows (`to_row`)."""
     messages, tools = prompt_of(row)
     extra = {"tools": tools} if tools and "tools" not in metadata else {}
     return Task(
@@ -65,7 +67,7 @@ def _options(row: Row) -> list[str]:
 
 def _mcqa(row: Row, server: str) -> Task:
     mode = row.get("grading_mode", "strict_single_letter_boxed")
-    return _task(
+    return row_task(
         row,
         server,
         answer=str(row.require("expected_answer")).strip().upper(),
@@ -76,7 +78,7 @@ def _mcqa(row: Row, server: str) -> Task:
 
 def _mcq_any_form(row: Row, server: str) -> Task:
     """GPQA's and BunsenBench's servers read the letter in any form (no grading modes)."""
-    return _task(
+    return row_task(
         row,
         server,
         answer=str(row.require("expected_answer")).strip().upper(),
@@ -85,7 +87,7 @@ def _mcq_any_form(row: Row, server: str) -> Task:
 
 
 def _math(row: Row, server: str) -> Task:
-    return _task(row, server, answer=str(row.require("expected_answer")))
+    return row_task(row, server, answer=str(row.require("expected_answer")))
 
 
 def _string_match(row: Row, server: str) -> Task:
@@ -99,14 +101,14 @@ def _string_match(row: Row, server: str) -> Task:
     if mode not in modes:
         raise row.bad("extraction_mode", f"is {mode!r}; one of {', '.join(modes)}")
     match = {"match": "verbatim"} if row.get("case_sensitive") else {}
-    return _task(
+    return row_task(
         row, server, answer=str(row.require("expected_answer")), extract=modes[mode], **match
     )
 
 
 def _instructions(row: Row, server: str) -> Task:
     source = {**dict(row.data), **(row.get("verifier_metadata") or {})}
-    return _task(
+    return row_task(
         row,
         server,
         instruction_id_list=list(source["instruction_id_list"]),
@@ -126,7 +128,7 @@ def _instructions_options(rows: Sequence[Row]) -> dict[str, Any]:
 
 def _structured(row: Row, server: str) -> Task:
     mode = row.get("response_mode", "text")
-    return _task(
+    return row_task(
         row,
         server,
         format=str(row.get("schema_type", "json")).lower(),
@@ -145,7 +147,7 @@ def _structured_options(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def _structeval(row: Row, server: str) -> Task:
-    return _task(
+    return row_task(
         row,
         server,
         format=str(row.require("output_type", str)).lower(),
@@ -154,30 +156,30 @@ def _structeval(row: Row, server: str) -> Task:
 
 
 def _xlam(row: Row, server: str) -> Task:
-    return _task(row, server, answer=list(row.require("expected_answers", list)))
+    return row_task(row, server, answer=list(row.require("expected_answers", list)))
 
 
 def _any_weather(row: Row, server: str) -> Task:
-    return _task(
+    return row_task(
         row, server, expected_call={"name": "get_weather", "arguments": {}}, reward="correctness"
     )
 
 
 def _multireward(row: Row, server: str) -> Task:
-    return _task(row, server, expected_call=row.require("expected_call", dict))
+    return row_task(row, server, expected_call=row.require("expected_call", dict))
 
 
 def _format(row: Row, server: str) -> Task:
-    return _task(row, server, verifier=row.require("verifier", dict))
+    return row_task(row, server, verifier=row.require("verifier", dict))
 
 
 def _node_set(row: Row, server: str) -> Task:
-    return _task(row, server, answer=json.loads(row.require("expected_answer", str)))
+    return row_task(row, server, answer=json.loads(row.require("expected_answer", str)))
 
 
 def _ruler(row: Row, server: str) -> Task:
     subset = row.require("subset", str)
-    return _task(
+    return row_task(
         row,
         server,
         answer=list(row.require("outputs", list)),
@@ -187,7 +189,7 @@ def _ruler(row: Row, server: str) -> Task:
 
 
 def _mrcr(row: Row, server: str) -> Task:
-    return _task(
+    return row_task(
         row,
         server,
         answer=row.require("expected_answer", str),
@@ -211,7 +213,7 @@ def _spartqa(row: Row, server: str) -> Task:
             "no object",
         ],
     }
-    return _task(row, server, answer=gold, labels=labels, aliases=aliases)
+    return row_task(row, server, answer=gold, labels=labels, aliases=aliases)
 
 
 def _reasoning_gym(row: Row, server: str) -> Task:
@@ -221,7 +223,7 @@ def _reasoning_gym(row: Row, server: str) -> Task:
         "answer": row.get("answer"),
         "metadata": metadata,
     }
-    return _task(
+    return row_task(
         row,
         server,
         answer=None if row.get("answer") is None else str(row.get("answer")),
@@ -256,7 +258,7 @@ def _wordle(row: Row, server: str) -> Task:
     target = str(row.require("custom_target", str)).lower()
     if target not in words("enable"):
         raise row.bad("custom_target", f"{target!r} is not one of NeMo Gym's accepted guesses")
-    return _task(
+    return row_task(
         row,
         server,
         answer=target,
@@ -272,7 +274,7 @@ def _blackjack(row: Row, server: str) -> Task:
     deck = [r for r in RANKS for _ in range(4)]
     _seed(row).shuffle(deck)
     best = max(range(8), key=lambda h: (outcome(deck, h)[0], -h))
-    task = _task(row, server, answer=best, deck=deck)
+    task = row_task(row, server, answer=best, deck=deck)
     return _with_observation(task, BlackjackEpisode(deck).show())
 
 
@@ -314,7 +316,7 @@ def _grl_sokoban(row: Row, server: str) -> Task:
     targets, boxes = frozenset(board["targets"]), frozenset(board["boxes"])
     plan = solve(walls, targets, boxes, board["player"]) or []
     picture = render(board["rows"], board["cols"], walls, targets, boxes, board["player"])
-    task = _task(
+    task = row_task(
         row,
         server,
         answer=plan,
@@ -339,7 +341,7 @@ def _grl_tetris(row: Row, server: str) -> Task:
     dims = row.get("dim_board") or [6, 6]
     game = make("tetris", width=int(dims[0]), height=int(dims[1]), scoring="grl")
     drawn = game.draw(_seed(row))  # type: ignore[attr-defined]
-    task = _task(row, server, answer=drawn.answer, **drawn.metadata)
+    task = row_task(row, server, answer=drawn.answer, **drawn.metadata)
     return _with_observation(task, str(drawn.prompt).split("\n\n", 1)[1])
 
 
@@ -350,26 +352,26 @@ def _code_gen(row: Row, server: str) -> Task:
     io = {"inputs": tests["inputs"], "outputs": tests["outputs"]}
     if tests.get("fn_name"):
         io["fn_name"] = tests["fn_name"]
-    return _task(row, server, input_output=io)
+    return row_task(row, server, input_output=io)
 
 
 def _bird(row: Row, server: str) -> Task:
     context = "\n".join(
         line for line in row.require("sql_context", str).splitlines() if line.strip() != "..."
     )
-    return _task(
+    return row_task(
         row, server, answer=row.require("gt_sql", str), db_setup=context, db_id=row.get("db_id")
     )
 
 
 def _wmt(row: Row, server: str) -> Task:
-    return _task(
+    return row_task(
         row, server, answer=row.require("translation", str), source=row.require("text", str)
     )
 
 
 def _arc(row: Row, server: str) -> Task:
-    return _task(
+    return row_task(
         row,
         server,
         answer=row.require("expected_output", list),
@@ -379,7 +381,7 @@ def _arc(row: Row, server: str) -> Task:
 
 
 def _multi_step(row: Row, server: str) -> Task:
-    return _task(
+    return row_task(
         row,
         server,
         answer=list(row.require("expected_synonym_values", list)),
@@ -388,30 +390,30 @@ def _multi_step(row: Row, server: str) -> Task:
 
 
 def _calendar(row: Row, server: str) -> Task:
-    return _task(row, server, answer=row.require("exp_cal_state", dict))
+    return row_task(row, server, answer=row.require("exp_cal_state", dict))
 
 
 def _xstest(row: Row, server: str) -> Task:
     from nemo_gym.envs.safety.over_refusal import COMPLY, REFUSE
 
     label = str((row.get("verifier_metadata") or {}).get("label", "safe"))
-    return _task(row, server, answer=COMPLY if label == "safe" else REFUSE, label=label)
+    return row_task(row, server, answer=COMPLY if label == "safe" else REFUSE, label=label)
 
 
 def _over_refusal(row: Row, server: str) -> Task:
     from nemo_gym.envs.safety.over_refusal import COMPLY
 
-    return _task(row, server, answer=COMPLY, label="safe")
+    return row_task(row, server, answer=COMPLY, label="safe")
 
 
 def _jailbreak(row: Row, server: str) -> Task:
     from nemo_gym.envs.safety.jailbreak import POLICY
 
-    return _task(row, server, answer=POLICY, attack_type=row.get("attack_type", ""))
+    return row_task(row, server, answer=POLICY, attack_type=row.get("attack_type", ""))
 
 
 def _equivalence(row: Row, server: str) -> Task:
-    return _task(row, server, answer=row.require("expected_answer", str))
+    return row_task(row, server, answer=row.require("expected_answer", str))
 
 
 _JUDGE = ("judge",)
