@@ -523,6 +523,33 @@ def test_a_sandbox_changed_outside_its_scratch_directories_is_not_reused() -> No
     run(main())
 
 
+def test_a_change_in_the_same_clock_tick_as_the_start_is_still_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """File times come from the kernel's coarse clock, a tick behind `date`: a file planted
+    microseconds after the start has a time *before* a `date` reading of the start. The
+    planted write here runs in the start script itself, so it lands in the start's tick."""
+    from nemo_gym.sandbox.remote import common
+
+    line = 'echo "$now" $found\n'
+    assert line in common.BASELINE_SCRIPT
+    monkeypatch.setattr(
+        common,
+        "BASELINE_SCRIPT",
+        common.BASELINE_SCRIPT.replace(line, line + "echo answer=42 > /root/planted\n"),
+    )
+
+    async def main() -> None:
+        provider, service = make(pool_size=1)
+        for _ in range(3):
+            box = await provider.create()
+            await box.aclose()
+            assert box.id not in service.sandboxes  # deleted, not pooled
+        await provider.aclose()
+
+    run(main())
+
+
 def test_a_failed_orphan_reap_is_logged_and_does_not_stop_the_run(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -508,7 +508,13 @@ async def test_the_question_s_own_expression_is_no_math_answer() -> None:
     assert (await verify_math("It is 7", "7", question="Which is larger, 3 or 7?")).correct
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: an answer word ends a paragraph, then prose")
-def test_an_answer_word_ending_a_paragraph_does_not_claim_the_next_sentences_letter() -> None:
-    reply = "Reasoning: cevap\n\nB is too large and C has the wrong sign, which leaves only A."
+@pytest.mark.parametrize("word", ["cevap", "answer", "option", "उत्तर", "选", "yanıt"])
+@pytest.mark.parametrize("gap", ["\n", "\n\n"])
+def test_an_answer_word_ending_a_line_of_prose_does_not_claim_the_next_lines_letter(
+    word: str, gap: str
+) -> None:
+    """Only a heading ("## Final Answer") reads its answer off the next line."""
+    reply = f"Reasoning: {word}{gap}B is too large and C has the wrong sign, which leaves only A."
     assert extract_choice(reply, letters="ABCD") == "A"
+    for heading in ("## Final Answer", "**Answer:**", "1. Answer", "> Correct answer"):
+        assert extract_choice(f"Reasoning: {word}\n\n{heading}{gap}B", letters="ABCD") == "B"

@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Protocol, TypeVar, runtime_checkable
 
 from nemo_gym.errors import ConfigError, SandboxError
@@ -341,12 +342,37 @@ BASELINE_SCRIPT = (
 baseline=
 mode=list
 sweep
-echo "$(date +%s.%N)" $found
+# File times come from the kernel's coarse clock, which lags `date` by up to a tick: a
+# file written a few milliseconds after the start could look older than it. So the start
+# is read off a file made now; `date` (with a margin taken off) only where none can be.
+m=$(mktemp 2>/dev/null) && now=$(date -r "$m" +%s.%N 2>/dev/null) && now="fs:$now" \
+  || now="clock:$(date +%s.%N)"
+[ -n "$m" ] && rm -f "$m"
+echo "$now" $found
 """
 )
-"""Run once in each new sandbox, before any exec of a rollout: the sandbox's clock
-(seconds, with nanoseconds), then the service's own processes (an agent, a port
-forwarder) as `pid:start`, which a reset must leave running."""
+"""Run once in each new sandbox, before any exec of a rollout: the sandbox's start time
+(`fs:` or `clock:`, then seconds with nanoseconds), then the service's own processes (an
+agent, a port forwarder) as `pid:start`, which a reset must leave running."""
+
+
+def _changed_since(stamp: str) -> str:
+    """The time `RESET_SCRIPT` looks for changes after, from `BASELINE_SCRIPT`'s start
+    stamp: a nanosecond before a filesystem time (a change in the same clock tick is
+    strictly newer only then), 50 ms before a `date` reading (the coarse clock's lag is a
+    tick, at most 10 ms). Earlier is only ever safe: a clean sandbox the service touched
+    just before the start is deleted instead of pooled. '' when the stamp is unreadable
+    (the reset then refuses to pool)."""
+    kind, _, value = stamp.partition(":")
+    margin = {"fs": Decimal("1e-9"), "clock": Decimal("0.05")}.get(kind)
+    try:
+        seconds = Decimal(value)
+    except InvalidOperation:
+        return ""
+    if margin is None or not seconds.is_finite():
+        return ""
+    return f"{seconds - margin:.9f}"
+
 
 RESET_SCRIPT = (
     _PROCESSES
@@ -402,7 +428,8 @@ class RemoteSandbox:
         self.baseline = ""
         """The service's own processes at start (`pid:start ...`), spared by `reset`."""
         self.started_at = ""
-        """The sandbox's own clock when it started (`seconds.nanoseconds`)."""
+        """Just before the sandbox started, on its own filesystem clock
+        (`seconds.nanoseconds`): a reset finds anything changed after it."""
         self.rates: dict[str, float] = {}
         """Billing units per second, as the service reported them (empty: it does not)."""
         self.held_since = time.perf_counter()
@@ -685,7 +712,8 @@ class RemoteProvider(Provider):
             self._live.discard(sandbox_id)  # its slot is freed by the caller
             await finish_despite_cancellation(self._delete(sandbox_id, release=False))
             raise
-        sandbox.started_at, _, sandbox.baseline = found.stdout.strip().partition(" ")
+        stamp, _, sandbox.baseline = found.stdout.strip().partition(" ")
+        sandbox.started_at = _changed_since(stamp)
         return sandbox
 
     async def _rates(self, backend: BillingRates, sandbox_id: str) -> dict[str, float]:

@@ -46,10 +46,17 @@ _NOUN_STATEMENT = re.compile(
     (?:
        \s{0,3}(?:[:=→]|[-–—]{1,2}(?!\d)|\|(?![\s|:-]*\n))
      | \s{1,3}(?:is|would\s{1,3}be|should\s{1,3}be|must\s{1,3}be|will\s{1,3}be)(?![a-z'’])
-     | [*_\#\ \t]{0,6}\n
+     | (?P<heading>[*_\#\ \t]{0,6}\n)
     )
     """,
     re.VERBOSE,
+)
+# A keyword that ends its line is a heading ("## Final Answer", "**Answer:**") only when it
+# opens the line: "... so that settles the answer" then "B is too large ..." is prose.
+_HEADING_LEAD = re.compile(
+    r"[\s*_#>|-]*(?:\d{1,2}[.)]\s{1,3})?[*_\s]*"
+    r"(?:(?:the|my|your|our|final|correct|best|selected|chosen|right)[*_\s]{1,4})*",
+    re.IGNORECASE,
 )
 _ANCHORS: dict[str, re.Pattern[str]] = {
     "answer": _NOUN_STATEMENT,
@@ -57,7 +64,7 @@ _ANCHORS: dict[str, re.Pattern[str]] = {
     "choice": _NOUN_STATEMENT,
     "selection": _NOUN_STATEMENT,
     "答案": re.compile(r"答案\s{0,2}(?:应该是|应为|應為|是|为|為|:)"),
-    "选": re.compile(r"选择?(?=\s{0,2}[a-z(\[])"),
+    "选": re.compile(r"选择?(?=[ \t]{0,2}[a-z(\[])"),
     "choose": re.compile(r"choose\s"),
     "select": re.compile(r"select\s"),
     "pick": re.compile(r"pick\s"),
@@ -413,6 +420,9 @@ def _statement(
             break
     if m is None or (kind in _VERBS and not _FIRST_PERSON.search(low, max(0, at - 12), at)):
         return None
+    if "heading" in m.re.groupindex and m.group("heading") is not None:
+        if not _HEADING_LEAD.fullmatch(text, text.rfind("\n", 0, at) + 1, at):
+            return None
     tail = text[m.end() : m.end() + _TAIL]
     found = _read_letter(tail, allowed)
     if found is None and (correction := _NOT_BUT.match(tail)) is not None:

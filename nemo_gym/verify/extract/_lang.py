@@ -17,8 +17,9 @@ from dataclasses import dataclass
 _COLON = r"\s{0,3}(?:[:：=]|[-–—](?!\d))"
 # Verb-final languages put the answer right after the noun ("उत्तर 42 है", "Cevap 42'dir",
 # "پاسخ صحیح C است"):
-# a bare noun is a phrase only when a number, a math span or a lone letter follows it.
-_BARE = r"(?=\s{1,3}(?:[-−(\d$\\]|[A-Za-z](?![A-Za-z])))"
+# a bare noun is a phrase only when a number, a math span or a lone letter follows it on
+# the same line (a noun ending a paragraph does not claim the next one's first letter).
+_BARE = r"(?=[ \t\u00a0]{1,3}(?:[-−(\d$\\]|[A-Za-z](?![A-Za-z])))"
 
 
 @dataclass(frozen=True, slots=True)
