@@ -97,6 +97,18 @@ def _arena(prompt: str) -> str:
     return f"My own answer first... My final verdict is: [[{verdict}]]"
 
 
+def _lmarena(prompt: str) -> str:
+    """arena's (LMArena v3) labels: the answer that calls itself careful wins; an answer
+    that calls itself useless makes both bad; else a tie."""
+    a = _last(r"<\|The Start of Assistant A's Answer\|>\n(.*?)\n<\|The End of Assistant A", prompt)
+    b = _last(r"<\|The Start of Assistant B's Answer\|>\n(.*?)\n<\|The End of Assistant B", prompt)
+    a_good, b_good = "careful" in a.lower(), "careful" in b.lower()
+    verdict = "A>>B" if a_good and not b_good else "B>>A" if b_good and not a_good else "A=B"
+    if "useless" in a.lower() or "useless" in b.lower():
+        verdict = "BB"
+    return f"My own answer first... My final verdict is: [[{verdict}]]"
+
+
 def _aalcr(prompt: str) -> str:
     official = _last(r"The OFFICIAL ANSWER: (.*?)\n", prompt)
     candidate = _last(r"CANDIDATE ANSWER TO ASSESS: (.*?)\n\nReply only", prompt)
@@ -209,4 +221,6 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _inverse_if(_text(messages[-1:]))
     if server == "multichallenge":
         return _multichallenge(prompt)
+    if server == "arena":
+        return _lmarena(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

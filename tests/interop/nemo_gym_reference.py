@@ -46,8 +46,9 @@ OVERRIDES["single_step_tool_use_with_argument_comparison"] = {
 }
 
 
-def _shipped_config(server: str, *keys: str) -> dict:
-    """Settings of the server's own configs/<server>.yaml where its class defaults differ."""
+def _shipped_config(server: str, *keys: str, config: tuple[str, str] | None = None) -> dict:
+    """Settings of the server's own configs/<server>.yaml (or `config`'s file and top-level
+    name) where its class defaults differ; all of them when no `keys` are named."""
     import importlib.util
 
     import yaml
@@ -55,9 +56,10 @@ def _shipped_config(server: str, *keys: str) -> dict:
     spec = importlib.util.find_spec("resources_servers")
     if spec is None or not spec.submodule_search_locations:
         return {}
-    path = Path(next(iter(spec.submodule_search_locations))) / server / "configs" / f"{server}.yaml"
-    found = yaml.safe_load(path.read_text())[server]["resources_servers"][server]
-    return {key: found[key] for key in keys}
+    file, top = config or (f"{server}.yaml", server)
+    path = Path(next(iter(spec.submodule_search_locations))) / server / "configs" / file
+    found = yaml.safe_load(path.read_text())[top]["resources_servers"][server]
+    return {key: found[key] for key in keys or found}
 
 
 # Its judge prompt and system message (nemo_gym.interop's copies are of these).
@@ -68,6 +70,14 @@ OVERRIDES["multichallenge"] = _shipped_config(
 OVERRIDES["inverse_if"] = _shipped_config(
     "inverse_if", "default_judge_prompt_template", "default_judge_system_prompt"
 )
+
+
+# Its configs/lmarena_v3.yaml (the config of its example rows): every setting, none defaults.
+OVERRIDES["arena"] = {
+    key: value
+    for key, value in _shipped_config("arena", config=("lmarena_v3.yaml", "lmarena_v3")).items()
+    if key not in ("entrypoint", "judge_model_server", "judge_responses_create_params")
+}
 
 
 def _judge_config(config_cls) -> dict:  # type: ignore[no-untyped-def]

@@ -24,7 +24,7 @@ import nemo_gym as gym
 from interop.nemo_gym_judge import reply
 from nemo_gym.errors import ModelError
 from nemo_gym.interop import nemo_gym as ng
-from nemo_gym.interop.nemo_gym.judged import PROTOCOLS, template
+from nemo_gym.interop.nemo_gym.judged import PROTOCOLS, Verdict, template
 from nemo_gym.models import ScriptedModel
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nemo_gym"
@@ -81,6 +81,10 @@ def test_the_judge_prompts_are_nemo_gyms_own_files() -> None:
     assert template("inverse_if") == settings_["default_judge_prompt_template"]
     assert template("inverse_if.system") == settings_["default_judge_system_prompt"]
     assert template("deepsearchqa") == (root / "deepsearchqa" / "judge_prompt.txt").read_text()
+    shipped = yaml.safe_load((root / "arena/configs/lmarena_v3.yaml").read_text())
+    settings_ = shipped["lmarena_v3"]["resources_servers"]["arena"]
+    assert template("arena") == settings_["judge_prompt_template"]
+    assert template("arena.system") == settings_["judge_system_message"]
     for name, (path, constant) in WHEEL_CONSTANTS.items():
         tree = ast.parse((root / path).read_text())
         (value,) = [
@@ -109,6 +113,7 @@ def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
     wanted = {
         "text_to_sql": 2,
         "arena_judge": 2,
+        "arena": 2,
         "physics_judge": 0,
         "ugphysics_judge": 0,
         "math_with_autograder": 0,
@@ -458,3 +463,63 @@ def test_inverse_if_uses_the_rows_own_judge_prompts_and_reads_json_verdicts() ->
         )
     with pytest.raises(gym.errors.ConfigError, match=r"row 0: field 'judge_prompt_template'"):
         ng.load([{**row, "judge_prompt_template": "{answer}"}], server="inverse_if", judge=None)
+
+
+def test_arena_scores_both_orders_and_reads_the_rightmost_label() -> None:
+    """LMArena v3: the policy as A, then as B, each order's verdict scored for it (a tie or
+    both bad is half), the reward their mean; the judge's last label is its verdict; a game
+    whose reply holds no label fails the rollout (NeMo Gym scores that game 0)."""
+    protocol = PROTOCOLS["arena"]
+    fields = {"question": "Q {x}?", "baseline_answer": "Base."}
+    first, second = protocol.prompts(fields, "Mine.")
+    assert first[0] == second[0] == ("system", template("arena.system"))
+    assert "A's Answer|>\nMine.\n" in first[1][1] and "B's Answer|>\nBase.\n" in first[1][1]
+    assert "A's Answer|>\nBase.\n" in second[1][1] and "B's Answer|>\nMine.\n" in second[1][1]
+    assert "Q {x}?" in first[1][1]  # a brace in the question is text, not a placeholder
+
+    def reward(a: str, b: str) -> float | None:
+        found = protocol.parse([a, b], fields)
+        return None if found is None else found.reward
+
+    assert reward("[[A>>B]]", "[[B>>A]]") == 1.0
+    assert reward("[[A>B]]", "[[A>>B]]") == 0.5  # the weak label still counts as a win
+    assert reward("[[BB]]", "[[A=B]]") == 0.5
+    assert reward("[[B>>A]]", "[[A>>B]]") == 0.0
+    assert reward("[[A>>B]] at first; finally [[B>>A]]", "[[B>>A]]") == 0.5
+    assert reward("[[A>>B]]", "no label here") is None
+    assert reward("", "[[B>>A]]") is None
+
+
+def test_arena_answer_is_the_reply_after_its_thinking() -> None:
+    text = PROTOCOLS["arena"].text
+    assert text([gym.Message.assistant("<think>x</think> Paris. ")]) == "Paris."
+    assert text([gym.Message.assistant("Paris.<thinking>but maybe")]) == "Paris."
+    assert text([gym.Message.assistant("<think>Paris")]) == ""
+    skip = PROTOCOLS["arena"].skip
+    assert skip({"question": "q", "baseline_answer": "b"}, "") == Verdict(0.0, "no_answer")
+    assert skip({"question": "q", "baseline_answer": "b"}, "Paris.") is None
+
+
+def test_arena_self_comparison_rows_are_a_failure_not_a_zero() -> None:
+    """A row whose baseline is the policy's own answer: NeMo Gym answers 0 and leaves it
+    out of its scores; here the rollout fails with its own code, so a trainer masks it."""
+    row = json.loads((DATA / "arena.jsonl").read_text().splitlines()[0])
+    env = ng.load([{**row, "self_comparison": True}], server="arena", judge=nemo_gym_judge("arena"))
+    (task,) = env.tasks()
+    done = asyncio.run(gym.rollout(env, ScriptedModel([gym.Message.assistant("Hi.")]), task))
+    assert done.reward is None and done.failure is not None
+    assert done.failure.code == "self_comparison"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"baseline_answer": ""}, "'baseline_answer'"),
+        ({"question": None}, "'question'"),
+        ({"self_comparison": "yes"}, "'self_comparison'"),
+    ],
+)
+def test_arena_refuses_rows_it_cannot_judge(change: dict[str, Any], field: str) -> None:
+    row = json.loads((DATA / "arena.jsonl").read_text().splitlines()[0])
+    with pytest.raises(gym.errors.ConfigError, match=rf"row 0: field {re.escape(field)}"):
+        ng.load([{**row, **change}], server="arena", judge=None)

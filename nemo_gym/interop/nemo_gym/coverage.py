@@ -48,7 +48,6 @@ _WEB = "a paid web API with no offline path"
 _OTHERS: dict[str, tuple[Status, str]] = {
     "aegis_v4_safety": ("unsupported", "a GPU-served reward model (the Aegis v4 guard model)"),
     "agentif": ("later", _JUDGE + " (per-constraint checks)"),
-    "arena": ("later", _JUDGE + " (pairwise against a stored baseline)"),
     "asr_with_pc": (
         "unsupported",
         "audio model input: the clip is the prompt (`responses_create_params.metadata."

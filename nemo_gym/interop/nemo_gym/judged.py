@@ -1127,6 +1127,80 @@ def _inverse_if_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verd
     )
 
 
+# arena (LMArena proxy v3, configs/lmarena_v3.yaml, whose example rows the server ships):
+# the reply against the row's stored baseline answer in both orders, each order's verdict
+# scored for the policy; the reward is their mean. (lmarena_v2's six-label prompt and
+# strong-verdict weight 3 are another config of the same server, not ported.)
+_ARENA_THINK = re.compile(r"<think>.*?</think>|<thinking>.*?</thinking>", re.S)
+_ARENA_THINK_OPEN = re.compile(r"<think>|<thinking>")
+_LMARENA_WINS = {"A": ("[[A>>B]]", "[[A>B]]"), "B": ("[[B>A]]", "[[B>>A]]")}
+_LMARENA_EVEN = ("[[A=B]]", "[[BB]]")  # a tie, or both bad: half a win either way
+_LMARENA_LABELS = (*_LMARENA_WINS["A"], *_LMARENA_WINS["B"], *_LMARENA_EVEN)
+
+
+def _lmarena_answer(messages: Sequence[Message]) -> str:
+    """arena's `_strip_thinking_blocks` on the output text: closed thinking blocks out, and
+    everything from an unclosed one on (a reply cut off while thinking has no answer)."""
+    text = _ARENA_THINK.sub("", _output_text_raw(messages))
+    unclosed = _ARENA_THINK_OPEN.search(text)
+    return text[: unclosed.start() if unclosed else None].strip()
+
+
+def _lmarena_check(row: Row) -> None:
+    # NeMo Gym's request model refuses such a row at verify (a 422); here, at load.
+    for key in ("question", "baseline_answer"):
+        if not isinstance(row.data.get(key), str) or not row.data[key].strip():
+            raise row.bad(key, "must be a non-empty string (the judge compares against it)")
+    if not isinstance(row.data.get("self_comparison", False), bool):
+        raise row.bad("self_comparison", "must be true or false")
+
+
+def _lmarena_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    if fields.get("self_comparison") is True:
+        # NeMo Gym answers 0 and leaves the rollout out of its scores: the baseline is the
+        # policy's own answer, so there is nothing to compare. A 0 would teach; a failure
+        # of its own kind is masked.
+        raise VerifierError(
+            "arena: the row's baseline answer is the policy's own (self_comparison), so it "
+            "is not judged",
+            code="self_comparison",
+        )
+    return Verdict(0.0, "no_answer") if not text else None
+
+
+def _lmarena_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    question, baseline = str(fields["question"]), str(fields["baseline_answer"])
+
+    def game(answer_a: str, answer_b: str) -> Prompt:
+        user = template("arena").format(question=question, answer_a=answer_a, answer_b=answer_b)
+        return [("system", template("arena.system")), ("user", user)]
+
+    return [game(text, baseline), game(baseline, text)]
+
+
+def _lmarena_verdict(reply: str) -> str | None:
+    """arena's `_extract_verdict`: the rightmost of its labels in the judge's reply."""
+    found = [(reply.rfind(label), label) for label in _LMARENA_LABELS]
+    at, label = max(found)
+    return label if at >= 0 else None
+
+
+def _lmarena_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    verdicts = [_lmarena_verdict(reply) for reply in replies]
+    if len(verdicts) != 2 or None in verdicts:
+        return None  # NeMo Gym scores an unreadable game 0 (a parse failure in its metrics)
+
+    def score(verdict: str | None, policy: str) -> float:
+        return 1.0 if verdict in _LMARENA_WINS[policy] else 0.5 if verdict in _LMARENA_EVEN else 0.0
+
+    as_a, as_b = score(verdicts[0], "A"), score(verdicts[1], "B")
+    return Verdict(
+        (as_a + as_b) / 2,
+        f"{verdicts[0]} {verdicts[1]}",
+        {"policy_as_a": as_a, "policy_as_b": as_b},
+    )
+
+
 PROTOCOLS: Mapping[str, JudgeProtocol] = {
     p.name: p
     for p in (
@@ -1334,6 +1408,16 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             lambda f: str(_row_or_metadata(f, "reference_response") or ""),
             lambda messages: _without_thinking(_last_text(messages)),
             check=_inverse_if_check,
+        ),
+        JudgeProtocol(
+            "arena",
+            ("question", "baseline_answer", "self_comparison"),
+            _lmarena_prompts,
+            _lmarena_parse,
+            lambda f: "A careful, complete answer: " + str(f["baseline_answer"]),
+            _lmarena_answer,
+            skip=_lmarena_skip,
+            check=_lmarena_check,
         ),
     )
 }
