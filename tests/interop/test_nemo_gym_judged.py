@@ -523,3 +523,15 @@ def test_arena_refuses_rows_it_cannot_judge(change: dict[str, Any], field: str) 
     row = json.loads((DATA / "arena.jsonl").read_text().splitlines()[0])
     with pytest.raises(gym.errors.ConfigError, match=rf"row 0: field {re.escape(field)}"):
         ng.load([{**row, **change}], server="arena", judge=None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from("[]AB<>=B x\n"), max_size=60) | st.text(max_size=60),
+    label=st.sampled_from(["[[A>>B]]", "[[A>B]]", "[[A=B]]", "[[B>A]]", "[[B>>A]]", "[[BB]]"]),
+)
+def test_arena_reads_the_judges_last_label(text: str, label: str) -> None:
+    """Whatever the judge wrote before (labels, half labels, brackets), the label it ends
+    with is its verdict, as NeMo Gym's rightmost-label rule reads it."""
+    found = PROTOCOLS["arena"].parse([text + label, text + label], {})
+    assert found is not None and found.verdict == f"{label} {label}"
