@@ -85,6 +85,10 @@ class ModalFake:
         """The running sandboxes; a terminated one moves to `finished`."""
         self.finished: dict[str, FakeSandbox] = {}
         self.apps: dict[str, str] = {}
+        self.images: list[api_pb2.Image] = []
+        """Every image definition asked for (`ImageGetOrCreate`), in order."""
+        self.secrets: dict[str, list[str]] = {}
+        """Named Secrets the fake holds: name -> its keys (their values stay Modal's)."""
         self.requests: list[str] = []
         self.unimplemented: list[str] = []
         self.fail_next: dict[str, int] = {}
@@ -219,6 +223,7 @@ class _Control(_ControlFallbacks):  # type: ignore[misc, valid-type]
     async def ImageGetOrCreate(self, stream: Stream[Any, Any]) -> None:
         self.fake.enter("ImageGetOrCreate", stream)
         request = await stream.recv_message()
+        self.fake.images.append(request.image)
         tag = request.image.dockerfile_commands[0] if request.image.dockerfile_commands else ""
         await stream.send_message(
             api_pb2.ImageGetOrCreateResponse(
@@ -242,6 +247,19 @@ class _Control(_ControlFallbacks):  # type: ignore[misc, valid-type]
                 metadata=api_pb2.EnvironmentMetadata(
                     name=request.deployment_name or "main", settings=settings
                 ),
+            )
+        )
+
+    async def SecretGetOrCreate(self, stream: Stream[Any, Any]) -> None:
+        self.fake.enter("SecretGetOrCreate", stream)
+        request = await stream.recv_message()
+        keys = self.fake.secrets.get(request.deployment_name)
+        if keys is None:
+            raise GRPCError(Status.NOT_FOUND, f"Secret '{request.deployment_name}' not found")
+        await stream.send_message(
+            api_pb2.SecretGetOrCreateResponse(
+                secret_id=f"st-{request.deployment_name}",
+                metadata=api_pb2.SecretMetadata(name=request.deployment_name, keys=keys),
             )
         )
 

@@ -75,7 +75,9 @@ def test_registered_and_sends_tags_timeout_image_and_network() -> None:
         await p.aclose()
 
     FAKE.requests.clear()
+    FAKE.images.clear()
     asyncio.run(main())
+    assert any("FROM python:3.11" in line for line in FAKE.images[0].dockerfile_commands)
     assert "SandboxCreateV2" in FAKE.requests and "TaskExecStart" in FAKE.requests
     assert FAKE.requests[-1] == "SandboxTerminateV2"
     assert not FAKE.unimplemented
@@ -149,3 +151,24 @@ def test_a_sandbox_whose_workdir_cannot_be_made_is_terminated_not_leaked() -> No
     assert not [
         i for i, s in FAKE.sandboxes.items() if s.tags["nemo-gym.workload"] == "bad-workdir"
     ]
+
+
+def test_a_private_image_is_pulled_with_the_named_modal_secret() -> None:
+    """The registry credentials stay in a Modal Secret: only its name passes through us,
+    and the image definition Modal gets refers to it by id."""
+    from modal_proto import api_pb2
+
+    FAKE.secrets["ghcr-pull"] = ["REGISTRY_USERNAME", "REGISTRY_PASSWORD"]
+
+    async def main() -> None:
+        p = provider(registry_secret="ghcr-pull", labels={**LABELS, "workload": "private"})
+        async with p.start(SandboxSpec(image="ghcr.io/acme/env:1")) as box:
+            assert (await box.exec("echo ok")).stdout == "ok\n"
+        await p.aclose()
+
+    FAKE.images.clear()
+    asyncio.run(main())
+    (image,) = FAKE.images
+    assert any("FROM ghcr.io/acme/env:1" in line for line in image.dockerfile_commands)
+    assert image.image_registry_config.secret_id == "st-ghcr-pull"
+    assert image.image_registry_config.registry_auth_type == api_pb2.REGISTRY_AUTH_TYPE_STATIC_CREDS

@@ -8,8 +8,9 @@ provider's `timeout_s` as Modal's sandbox timeout (Modal kills it then, whoever 
 it; Modal allows at most 24 h), the labels as its tags, and a name made from the create
 call's idempotency key: a create retried after a lost reply meets the first sandbox
 (`AlreadyExistsError`) and takes it over by name instead of starting a second. `spec.image`
-is a registry image (default `python:3.12-slim`); `cpu` (cores) and `memory` (MiB) are
-Modal's resource requests.
+is a registry image (default `python:3.12-slim`), pulled from a private registry with the
+credentials of the Modal Secret named `registry_secret` (held by Modal; only its name
+passes through here); `cpu` (cores) and `memory` (MiB) are Modal's resource requests.
 
 Network: `none` is Modal's `block_network`; `host` is a Modal sandbox's own outbound
 internet (not this machine's network); `loopback` is refused, since a Modal sandbox
@@ -103,6 +104,7 @@ class ModalBackend:
         cpu: float | None = None,
         memory: int | None = None,
         region: str | None = None,
+        registry_secret: str | None = None,
     ) -> None:
         if (token_id is None) != (token_secret is None):
             raise ConfigError("modal: give both token_id and token_secret, or neither")
@@ -112,6 +114,7 @@ class ModalBackend:
         self.cpu = cpu
         self.memory = memory
         self.region = region
+        self.registry_secret = registry_secret
         self._token = (token_id, token_secret) if token_id and token_secret else None
         self._client: Any = None
         self._app: Any = None
@@ -172,7 +175,7 @@ class ModalBackend:
                 app=app,
                 client=client,
                 name=name,
-                image=modal.Image.from_registry(spec.image or self.image),
+                image=self._image(spec.image or self.image),
                 timeout=max(1, math.ceil(timeout_s)),
                 tags=labels,
                 block_network=spec.network == "none",
@@ -202,6 +205,15 @@ class ModalBackend:
             await finish_despite_cancellation(self.delete(sandbox_id))
             raise
         return sandbox_id
+
+    def _image(self, tag: str) -> Any:
+        modal = _sdk()
+        if self.registry_secret is None:
+            return modal.Image.from_registry(tag)
+        secret = modal.Secret.from_name(
+            self.registry_secret, environment_name=self.environment_name
+        )
+        return modal.Image.from_registry(tag, secret=secret)
 
     def _handle(self, sandbox_id: str) -> Any:
         handle = self._handles.get(sandbox_id)
@@ -366,7 +378,8 @@ class ModalProvider(RemoteProvider):
     """`nemo_gym.sandbox.get("modal", app_name=..., labels=..., timeout_s=...)`.
 
     Modal options (`app_name`, `image`, `token_id`, `token_secret`, `environment_name`,
-    `cpu`, `memory`, `region`) go to the SDK; the rest are `RemoteProvider`'s.
+    `cpu`, `memory`, `region`, `registry_secret`) go to the SDK; the rest are
+    `RemoteProvider`'s.
     """
 
     name = "modal"
@@ -382,6 +395,7 @@ class ModalProvider(RemoteProvider):
         cpu: float | None = None,
         memory: int | None = None,
         region: str | None = None,
+        registry_secret: str | None = None,
         **options: Any,
     ) -> None:
         backend = ModalBackend(
@@ -393,5 +407,6 @@ class ModalProvider(RemoteProvider):
             cpu=cpu,
             memory=memory,
             region=region,
+            registry_secret=registry_secret,
         )
         super().__init__(backend, **options)
