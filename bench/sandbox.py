@@ -30,6 +30,9 @@ Rows (milliseconds, median and p90 over --n runs):
   and the namespaces' share, not Enroot's image unpacking. `kubernetes`: the official
   client against the loopback fake API server (`tests/sandbox/kubernetes_fake.py`),
   pods as `local` sandboxes: REST, the exec websocket and the wrapper, beside `local`.
+  `modal`: the real Modal SDK against its loopback gRPC fake (`tests/sandbox/modal_fake.py`):
+  an exec is five calls to the task command router (start, stdin, two output streams,
+  wait) plus the wrapper, beside `local`.
 - `floor: ...`: what the machine charges for the primitives underneath: a bare
   `os.fork()` + `os._exit` + `waitpid` of a small Python process (the worker's imports,
   no sandbox), and `posix_spawn` of `/bin/true`. The fork path cannot beat the first.
@@ -280,6 +283,22 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
         )
     except ImportError:
         print("skipping kubernetes: the kubernetes extra is not installed")
+    modal_fake = None
+    try:
+        import modal  # noqa: F401
+
+        from tests.sandbox.modal_fake import TOKEN_ID, TOKEN_SECRET, ModalFake
+
+        modal_fake = ModalFake()
+        os.environ["MODAL_SERVER_URL"] = modal_fake.start()
+        providers.append(
+            (
+                "modal (SDK, loopback fake)",
+                get("modal", token_id=TOKEN_ID, token_secret=TOKEN_SECRET, labels=labels),
+            )
+        )
+    except ImportError:
+        print("skipping modal: the modal extra is not installed")
     enroot_dir = tempfile.mkdtemp(prefix="nemo_gym_bench_enroot_")
     providers.append(("enroot (CLI, stand-in enroot)", _enroot_stand_in(Path(enroot_dir))))
     rows = []
@@ -305,6 +324,8 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
         opensandbox_fake.stop()
     if kube is not None:
         kube.stop()
+    if modal_fake is not None:
+        modal_fake.stop()
     shutil.rmtree(enroot_dir, ignore_errors=True)
     return rows
 

@@ -133,6 +133,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "enroot": "nemo_gym.sandbox.enroot:EnrootProvider",
         "e2b": "nemo_gym.sandbox.remote.e2b:E2BProvider",
         "daytona": "nemo_gym.sandbox.remote.daytona:DaytonaProvider",
+        "modal": "nemo_gym.sandbox.remote.modal:ModalProvider",
         "opensandbox": "nemo_gym.sandbox.remote.opensandbox:OpenSandboxProvider",
         "kubernetes": "nemo_gym.sandbox.remote.kubernetes:KubernetesProvider",
         "ecs": "nemo_gym.sandbox.remote.ecs:EcsProvider",

@@ -2,7 +2,7 @@
 
 Built-ins (imported only when asked for): `local` (bubblewrap namespaces), `process`
 (plain subprocesses with rlimits, not isolated), `docker`, `apptainer`, `enroot`, and
-the remote ones (`e2b`, `kubernetes`, `ecs`). Providers are
+the remote ones (`e2b`, `daytona`, `opensandbox`, `modal`, `kubernetes`, `ecs`). Providers are
 one kind of `nemo_gym.registry`: third-party ones register under the entry-point group
 `nemo_gym.sandbox_providers` (or `registry.register("sandbox", name, target)`); the
 entry names a provider class or factory, called with the options given to `get`.

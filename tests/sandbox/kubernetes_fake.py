@@ -21,7 +21,6 @@ label the provider's NetworkPolicy selects (as an enforcing network plugin would
 from __future__ import annotations
 
 import asyncio
-import base64
 import datetime
 import itertools
 import json
@@ -34,16 +33,7 @@ from nemo_gym.records import ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import WorkerSandbox
 from nemo_gym.sandbox.local import LocalProvider
 from nemo_gym.sandbox.remote.kubernetes import NETWORK_LABEL
-from tests.sandbox.remote_service import LoopbackServer
-
-# Runs one exec's command in the pod's sandbox and reports its bytes and exit status
-# (the `local` sandbox's own exec decodes output as text; a container runtime does not).
-_RUNNER = r"""
-import base64, json, subprocess, sys
-p = subprocess.run(sys.argv[1:], input=sys.stdin.buffer.read(), capture_output=True)
-print(json.dumps({"code": p.returncode, "out": base64.b64encode(p.stdout).decode(),
-                  "err": base64.b64encode(p.stderr).decode()}))
-"""
+from tests.sandbox.remote_service import LoopbackServer, exec_bytes
 
 V5 = "v5.channel.k8s.io"
 V4 = "v4.channel.k8s.io"
@@ -319,15 +309,8 @@ class KubernetesFake:
                 elif data[:2] == b"\xff\x00":  # v5: the client closed stdin
                     break
         box = pod.box
-        ran = await box.exec(
-            ["python3", "-I", "-c", _RUNNER, *command], stdin=bytes(stdin), timeout=3600
-        )
-        try:
-            outcome = json.loads(ran.stdout)
-        except ValueError:
-            outcome = {"code": 128 + 9, "out": "", "err": ""}  # the runner itself was killed
-        code = outcome["code"] if outcome["code"] >= 0 else 128 - outcome["code"]
-        stdout, stderr = base64.b64decode(outcome["out"]), base64.b64decode(outcome["err"])
+        code, stdout, stderr = await exec_bytes(box, command, stdin=bytes(stdin), timeout=3600)
+        code = code if code >= 0 else 128 - code
         try:
             if stdout:
                 await send({"type": "websocket.send", "bytes": b"\x01" + stdout})

@@ -11,6 +11,7 @@ clients on any loop (each `asyncio.run`, the CLI's) reach the same sandboxes.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import threading
@@ -257,6 +258,31 @@ async def send_json(send: Any, status: int, payload: Any) -> None:
         }
     )
     await send({"type": "http.response.body", "body": data})
+
+
+BYTES_RUNNER = r"""
+import base64, json, subprocess, sys
+p = subprocess.run(sys.argv[1:], input=sys.stdin.buffer.read(), capture_output=True)
+print(json.dumps({"code": p.returncode, "out": base64.b64encode(p.stdout).decode(),
+                  "err": base64.b64encode(p.stderr).decode()}))
+"""
+"""Runs one exec's command in a `local` sandbox and reports its bytes and exit status
+(the `local` sandbox's own exec decodes output as text; a container runtime does not)."""
+
+
+async def exec_bytes(
+    box: WorkerSandbox, argv: list[str], *, stdin: bytes, timeout: float, cwd: str | None = None
+) -> tuple[int, bytes, bytes]:
+    """`argv` run in `box` through `BYTES_RUNNER`: its exit code (negative: the signal
+    that killed it; -9 when the runner itself was killed), stdout and stderr as bytes."""
+    ran = await box.exec(
+        ["python3", "-I", "-c", BYTES_RUNNER, *argv], stdin=stdin, timeout=timeout, cwd=cwd
+    )
+    try:
+        outcome = json.loads(ran.stdout)
+    except ValueError:
+        return -9, b"", b""
+    return outcome["code"], base64.b64decode(outcome["out"]), base64.b64decode(outcome["err"])
 
 
 _KILLED_TRAINER = """

@@ -40,6 +40,11 @@ from nemo_gym.sandbox.remote.common import (
     RemoteProvider,
     TransientError,
 )
+from nemo_gym.sandbox.remote.shell import MARKED_KILL as _KILL
+from nemo_gym.sandbox.remote.shell import READ_SCRIPT as _READ
+from nemo_gym.sandbox.remote.shell import WRITE_SCRIPT as _WRITE
+from nemo_gym.sandbox.remote.shell import marked_command, marked_result
+from nemo_gym.sandbox.remote.shell import ulimit_flags as _ulimits
 
 __all__ = ["KubernetesBackend", "KubernetesProvider", "pod_manifest"]
 
@@ -50,36 +55,6 @@ NETWORK_LABEL = "nemo-gym.network"
 KILL_GRACE_S = 5.0
 READ_LIMIT = 256 << 20
 """The largest file `read_file` returns (the rest is an error, not a silent cut)."""
-
-# $1 cwd, $2 deadline (s), $3 marker, $4.. "ulimit" flags as one word each, then "--",
-# then NAME=VALUE... and the argv after a second "--".
-_WRAPPER = r"""
-cd "$1" || exit 126
-export NEMO_GYM_EXEC="$3"
-shift 3
-while [ "$1" != -- ]; do ulimit $1 2>/dev/null; shift; done
-shift
-exec env "$@"
-"""
-
-_KILL = r"""
-for d in /proc/[0-9]*; do
-  [ "${d#/proc/}" = "$$" ] && continue
-  tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "NEMO_GYM_EXEC=$1" &&
-    kill -9 "${d#/proc/}" 2>/dev/null
-done
-exit 0
-"""
-
-_READ = r"""
-[ -e "$1" ] || exit 44
-[ -d "$1" ] && exit 21
-exec cat -- "$1"
-"""
-
-_WRITE = r"""
-mkdir -p -- "$(dirname -- "$1")" && exec cat > "$1"
-"""
 
 
 def _sdk() -> Any:
@@ -156,21 +131,6 @@ def pod_manifest(
 def _status_of(exc: BaseException | None) -> int | None:
     status = getattr(exc, "status", None)
     return status if isinstance(status, int) else None
-
-
-def _ulimits(spec_limits: Any) -> list[str]:
-    """`ulimit` flags for the per-exec limits (`-t` s, `-v` KiB, `-f` 512-byte blocks,
-    `-n` files), each one word for the wrapper."""
-    flags = []
-    if spec_limits.cpu_seconds:
-        flags.append(f"-t{math.ceil(spec_limits.cpu_seconds)}")
-    if spec_limits.memory_bytes:
-        flags.append(f"-v{spec_limits.memory_bytes // 1024}")
-    if spec_limits.file_size_bytes:
-        flags.append(f"-f{max(1, spec_limits.file_size_bytes // 512)}")
-    if spec_limits.open_files:
-        flags.append(f"-n{spec_limits.open_files}")
-    return flags
 
 
 class KubernetesBackend:
@@ -410,23 +370,9 @@ class KubernetesBackend:
     ) -> ExecResult:
         marker = uuid.uuid4().hex
         flags = self._flags.get(sandbox_id, [])
-        command = [
-            "/bin/sh",
-            "-c",
-            _WRAPPER,
-            "nemo-gym",
-            cwd,
-            f"{timeout:.3f}",
-            marker,
-            *flags,
-            "--",
-            *(f"{k}={v}" for k, v in env.items()),
-            "timeout",
-            "-s",
-            "KILL",
-            f"{timeout:.3f}",
-            *argv,
-        ]
+        command = marked_command(
+            argv, cwd=cwd, timeout=timeout, marker=marker, env=env, flags=flags
+        )
         started = time.monotonic()
         out, err = OutputCap(output_bytes), OutputCap(output_bytes)
         stop = threading.Event()
@@ -438,22 +384,12 @@ class KubernetesBackend:
             stop.set()
             await asyncio.shield(self._kill(sandbox_id, marker))
             raise
-        elapsed = time.monotonic() - started
-        if code is None or (code == 137 and elapsed >= timeout):
-            timed_out, exit_code = True, -9
-            await self._kill(sandbox_id, marker)
-        else:
-            # The runtime reports a command killed by a signal as 128 + the signal.
-            timed_out, exit_code = False, -(code - 128) if 128 < code <= 128 + 64 else code
-        return ExecResult(
-            exit_code=exit_code,
-            stdout=out.text(),
-            stderr=err.text(),
-            timed_out=timed_out,
-            duration_s=elapsed,
-            stdout_truncated=out.truncated,
-            stderr_truncated=err.truncated,
+        result = marked_result(
+            code, timeout=timeout, elapsed=time.monotonic() - started, out=out, err=err
         )
+        if result.timed_out:
+            await self._kill(sandbox_id, marker)
+        return result
 
     def _stream(
         self,
