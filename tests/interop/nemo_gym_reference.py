@@ -240,7 +240,17 @@ async def _session(server, request_cls, row: dict, response: dict) -> dict:  # t
     for item in response["output"]:
         if item["type"] != "function_call":
             continue
-        handler = getattr(server, item["name"])
+        handler = getattr(server, item["name"], None)
+        if handler is None and hasattr(server, "route_to_python_function"):
+            # workplace_assistant serves every tool through one catch-all route
+            route = server.route_to_python_function
+            body_cls = typing.get_type_hints(route)["body"]
+            try:
+                body = body_cls.model_validate_json(item["arguments"])
+            except ValidationError:
+                continue
+            await route(item["name"], body, request)
+            continue
         hints = {k: v for k, v in typing.get_type_hints(handler).items() if k != "return"}
         if "body" in hints:
             try:

@@ -355,6 +355,8 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
             _call("increment_counter", {"count": gap}),
             Message.assistant("Done."),
         ]
+    if server == "workplace_assistant":
+        out.update(workplace_variants(env, task))
     if server == "math_advanced_calculations":
         gold = md["ground_truth"]
         echo = env.oracle(task)[0].tool_calls
@@ -398,6 +400,74 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
                     "* Filter early\n* Check the plan\n***\nThese steps speed up queries."
                 )
             ]
+    return out
+
+
+def workplace_variants(env: Any, task: Task) -> dict[str, list[Message]]:
+    """Routes to the same edits, near misses, and calls that must change nothing."""
+    from nemo_gym.envs.tools.workplace import World
+
+    gold = [dict(c) for c in task.metadata["ground_truth"]]
+    calls = env.oracle(task)[0].tool_calls
+    sent_id = str(int(World().email._emails["email_id"].max()) + 1)  # as send_email numbers it
+
+    def shouted(call: dict[str, str]) -> ToolCall:
+        args = {
+            k: v.upper() if k in ("body", "new_value") else v
+            for k, v in json.loads(call["arguments"]).items()
+        }
+        return ToolCall(id="up", name=call["name"], arguments=json.dumps(args))
+
+    out = {
+        # Reading first changes nothing; the same edits in reverse order end the same.
+        "search_first": [
+            _call("company_directory_find_email_address", {"name": "raj"}),
+            _call("email_search_emails", {"query": "update"}),
+            Message.assistant(tool_calls=tuple(reversed(calls))),
+            Message.assistant("Done."),
+        ],
+        # Case is ignored except in status, list_name and board (row 4 sets status "Lost").
+        "shouted": [
+            Message.assistant(tool_calls=tuple(shouted(c) for c in gold)),
+            Message.assistant("Done."),
+        ],
+        # One edit more than asked: the world differs.
+        "extra_edit": [
+            Message.assistant(tool_calls=calls),
+            _call(
+                "email_send_email",
+                {"recipient": "raj.patel@atlas.com", "subject": "Hi", "body": "Done."},
+            ),
+            Message.assistant("Done."),
+        ],
+        # Calls that fail change nothing: arguments that are not JSON, an unknown tool,
+        # an unknown argument, a missing record.
+        "failing_calls": [
+            Message.assistant(
+                tool_calls=(
+                    ToolCall(id="a", name="email_delete_email", arguments="{not json"),
+                    ToolCall(id="b", name="email_purge_all", arguments="{}"),
+                    ToolCall(id="c", name="email_delete_email", arguments='{"id": "1"}'),
+                    ToolCall(
+                        id="d", name="email_delete_email", arguments='{"email_id": "99999999"}'
+                    ),
+                    *calls,
+                )
+            ),
+            Message.assistant("Done."),
+        ],
+        # The calls written out as text are not calls.
+        "calls_as_text": [Message.assistant(json.dumps(gold))],
+        # An edit made and undone, then the task's: the world ends as the task's alone leave it.
+        "undone": [
+            _call("email_send_email", {"recipient": "a.b@atlas.com", "subject": "x", "body": "y"}),
+            _call("email_delete_email", {"email_id": sent_id}),
+            Message.assistant(tool_calls=calls),
+            Message.assistant("Done."),
+        ],
+    }
+    if len(calls) > 1:
+        out["some_edits"] = [Message.assistant(tool_calls=calls[:-1]), Message.assistant("ok")]
     return out
 
 

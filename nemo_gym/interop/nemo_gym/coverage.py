@@ -181,7 +181,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "vibench": ("issue 23", _SWE + " (a web app built and tested in a container)"),
     "vlm_eval_kit": ("unsupported", _VISION),
     "widesearch": ("later", "Markdown-table scoring, with a judge for some columns"),
-    "workplace_assistant": ("later", "a stateful workplace tool world"),
     "workspace_bench": ("issue 23", _SWE + " (an agent sandbox, then a judge sandbox)"),
 }
 

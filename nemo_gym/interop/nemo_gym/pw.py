@@ -1,0 +1,21 @@
+"""NeMo Gym's stateful tool-world servers (see `servers.py` for how a `Server` maps rows
+to tasks), each with the environment that runs it. `servers.SERVERS` includes these."""
+
+from __future__ import annotations
+
+from nemo_gym.envs.rows import Row
+from nemo_gym.interop.nemo_gym.servers import Server, row_task
+from nemo_gym.records import Task
+
+__all__ = ["WORLD_SERVERS"]
+
+
+def _workplace(row: Row, server: str) -> Task:
+    from nemo_gym.envs.tools.workplace_assistant import ground_truth
+
+    return row_task(row, server, ground_truth=ground_truth(row))
+
+
+WORLD_SERVERS: list[Server] = [
+    Server("workplace_assistant", "workplace_assistant", _workplace),
+]
