@@ -29,6 +29,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "answer_equivalence": "nemo_gym.envs.knowledge.answer_equivalence:AnswerEquivalence",
         "over_refusal": "nemo_gym.envs.safety.over_refusal:OverRefusal",
         "jailbreak": "nemo_gym.envs.safety.jailbreak:Jailbreak",
+        "prompt_injection": "nemo_gym.envs.safety.prompt_injection:PromptInjection",
         "bank": "nemo_gym.envs.tools.bank:Bank",
         "function_calling": "nemo_gym.envs.tools.function_calling:FunctionCalling",
         "tool_multireward": "nemo_gym.envs.tools.tool_multireward:ToolMultiReward",

@@ -241,9 +241,12 @@ async def _session(server, request_cls, row: dict, response: dict) -> dict:  # t
         if item["type"] != "function_call":
             continue
         handler = getattr(server, item["name"], None)
-        if handler is None and hasattr(server, "route_to_python_function"):
-            # workplace_assistant serves every tool through one catch-all route
-            route = server.route_to_python_function
+        route = getattr(server, "route_to_python_function", None) or getattr(
+            server, "route_tool_call", None
+        )
+        if handler is None and route is not None:
+            # workplace_assistant and indirect_prompt_injection serve every tool through
+            # one catch-all route that takes the tool's name
             body_cls = typing.get_type_hints(route)["body"]
             try:
                 body = body_cls.model_validate_json(item["arguments"])

@@ -111,7 +111,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "image_tools": ("unsupported", _VISION),
     "imo_proofbench_judge": ("later", _JUDGE + " (a grading rubric)"),
     "indian_banking": ("later", _JUDGE + " (a tool world with a simulated customer)"),
-    "indirect_prompt_injection": ("later", "its tool worlds and injected-action checks"),
     "interactive_browser": ("unsupported", _WEB + " (a live browser on the web)"),
     "job_bench": ("issue 23", _SWE + " (an agent sandbox, then a judge)"),
     "labbench2_vlm": ("unsupported", _VISION + " (figures and tables)"),

@@ -16,6 +16,13 @@ def _workplace(row: Row, server: str) -> Task:
     return row_task(row, server, ground_truth=ground_truth(row))
 
 
+def _injection(row: Row, server: str) -> Task:
+    from nemo_gym.envs.safety.prompt_injection import injection_fields
+
+    return row_task(row, server, **injection_fields(row))
+
+
 WORLD_SERVERS: list[Server] = [
     Server("workplace_assistant", "workplace_assistant", _workplace),
+    Server("indirect_prompt_injection", "prompt_injection", _injection),
 ]
