@@ -38,6 +38,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "multiverse_math": "nemo_gym.envs.tools.multiverse_math:MultiverseMath",
         "counter": "nemo_gym.envs.tools.counter:Counter",
         "workplace_assistant": "nemo_gym.envs.tools.workplace_assistant:WorkplaceAssistant",
+        "terminal_action": "nemo_gym.envs.tools.terminal_action:TerminalAction",
         "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
         "genrm": "nemo_gym.envs.knowledge.genrm:GenRM",
         "weather_report": "nemo_gym.envs.tools.weather_report:WeatherReport",

@@ -40,6 +40,9 @@ OVERRIDES = {
     "wmt_translation": {"compute_comet": False, "language_consistency_backend": None},
 }
 OVERRIDES["polymath"] = OVERRIDES["math_with_judge"]
+OVERRIDES["terminal_multi_harness"] = {
+    "tool_call_comparator_config": {"string_similarity_threshold": 0.9}
+}
 # Its configs/single_step_tool_use_with_argument_comparison.yaml.
 OVERRIDES["single_step_tool_use_with_argument_comparison"] = {
     "tool_call_comparator_config": {"word_count_similarity_threshold": 0.1}

@@ -164,6 +164,12 @@ PROMPT_DIFFERENCES: dict[tuple[str, str], str] = {
 # (server, reply) -> (the error NeMo Gym's server raises, why): replies NeMo Gym refuses
 # where we score.
 REFUSED_BY_NEMO_GYM: dict[tuple[str, str], tuple[str, str]] = {
+    ("terminal_multi_harness", "unparsed_arguments"): (
+        "has no attribute 'matches'",
+        "a call whose arguments are not JSON scores 0 (`ARGUMENTS_DECODE_ERROR`); NeMo "
+        "Gym's comparator returns its decoding result there, which has no `matches`, and "
+        "its verify fails",
+    ),
     ("grl_sokoban", "wrong"): (
         "Unable to parse action",
         "a reply with no move is gym-sokoban's no-op (a step, -0.1); NeMo Gym's server "
@@ -359,6 +365,8 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out.update(workplace_variants(env, task))
     if server == "indirect_prompt_injection":
         out.update(injection_variants(env, task))
+    if server == "terminal_multi_harness":
+        out.update(terminal_variants(env, task))
     if server == "math_advanced_calculations":
         gold = md["ground_truth"]
         echo = env.oracle(task)[0].tool_calls
@@ -509,6 +517,60 @@ def injection_variants(env: Any, task: Task) -> dict[str, list[Message]]:
         ],
         "no_calls": [Message.assistant("Done.")],
     }
+
+
+def terminal_variants(env: Any, task: Task) -> dict[str, list[Message]]:
+    """The teacher's action in other forms, and near misses, per harness rule."""
+    action = task.metadata["expected_action"]
+    oracle = env.oracle(task)[0]
+    if action["type"] == "message":
+        text = str(action["content"])
+        return {
+            "reworded": [Message.assistant(text.lower() + ".")],
+            "other_text": [Message.assistant("I changed the parser and ran the tests.")],
+            # A call beside the right text: the call is the action.
+            "text_and_call": [
+                Message.assistant(
+                    text,
+                    tool_calls=(ToolCall(id="x", name="exec_command", arguments='{"cmd": "ls"}'),),
+                )
+            ],
+        }
+    calls = list(oracle.tool_calls)
+    first = calls[0]
+    args = json.loads(first.arguments)
+    out = {
+        # Text beside the right calls: the calls are the action.
+        "calls_and_text": [Message.assistant("Running it now.", tool_calls=tuple(calls))],
+        # An argument the tool's schema does not declare (additionalProperties: false).
+        "undeclared_argument": [
+            Message.assistant(
+                tool_calls=(
+                    ToolCall(
+                        id="u", name=first.name, arguments=json.dumps({**args, "verbose": True})
+                    ),
+                    *calls[1:],
+                )
+            )
+        ],
+        # Arguments that are not JSON: NeMo Gym's verify fails on them (see REFUSED).
+        "unparsed_arguments": [
+            Message.assistant(
+                tool_calls=(ToolCall(id="p", name=first.name, arguments="{oops"), *calls[1:])
+            )
+        ],
+        "undeclared_tool": [
+            Message.assistant(tool_calls=(ToolCall(id="t", name="rm_rf", arguments="{}"),))
+        ],
+    }
+    if "cmd" in args:
+        spaced = {**args, "cmd": "  " + args["cmd"].replace(" ", "   ") + " "}
+        out["spaced_command"] = [_call(first.name, spaced)]
+        out["other_command"] = [_call(first.name, {**args, "cmd": args["cmd"] + " && rm -rf /"})]
+    if len(calls) > 1:
+        out["reordered"] = [Message.assistant(tool_calls=tuple(reversed(calls)))]
+        out["first_only"] = [Message.assistant(tool_calls=(first,))]
+    return out
 
 
 def genrm_variants(env: Any, task: Task) -> dict[str, list[Message]]:

@@ -173,7 +173,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "tavily_search": ("unsupported", _WEB + " (Tavily search)"),
     "terminal_bench_2_1": ("issue 23", _SWE),
     "terminal_bench_4": ("issue 23", _SWE),
-    "terminal_multi_harness": ("later", "next terminal actions compared, to port"),
     "terminus_judge": ("later", _JUDGE + " (terminal actions)"),
     "toolsandbox": ("later", "ToolSandbox's stateful tools and a simulated user"),
     "verifif": ("later", "VerifIF's validators, with a judge for some"),
