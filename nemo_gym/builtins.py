@@ -41,6 +41,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "terminal_action": "nemo_gym.envs.tools.terminal_action:TerminalAction",
         "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
         "genrm": "nemo_gym.envs.knowledge.genrm:GenRM",
+        "reaction_mechanism": "nemo_gym.envs.knowledge.reaction_mechanism:ReactionMechanism",
         "weather_report": "nemo_gym.envs.tools.weather_report:WeatherReport",
         "citations": "nemo_gym.envs.instructions.citations:Citations",
         "retail": "nemo_gym.envs.agents.retail:Retail",

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -367,6 +368,8 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out.update(injection_variants(env, task))
     if server == "terminal_multi_harness":
         out.update(terminal_variants(env, task))
+    if server == "fukuyamabench":
+        out.update(mechanism_variants(task))
     if server == "math_advanced_calculations":
         gold = md["ground_truth"]
         echo = env.oracle(task)[0].tool_calls
@@ -571,6 +574,39 @@ def terminal_variants(env: Any, task: Task) -> dict[str, list[Message]]:
         out["reordered"] = [Message.assistant(tool_calls=tuple(reversed(calls)))]
         out["first_only"] = [Message.assistant(tool_calls=(first,))]
     return out
+
+
+def mechanism_variants(task: Task) -> dict[str, list[Message]]:
+    """The gold pathway in other spellings, revised answers, and malformed products."""
+    gold = task.metadata["gt_pathway"]
+
+    def fenced(steps: list[dict[str, Any]]) -> str:
+        return "```json\n" + json.dumps(steps) + "\n```"
+
+    def steps(products: Callable[[list[str]], Any], key: str = "product_smiles") -> list[Any]:
+        return [{"step_id": i + 1, key: products(s["products"])} for i, s in enumerate(gold)]
+
+    right = steps(lambda p: ".".join(p))
+    wrong = [{"step_id": 1, "product_smiles": "C"}]
+    return {
+        # Another order of the species, as a list: the same canonical sets.
+        "reordered_list": [Message.assistant(fenced(steps(lambda p: list(reversed(p)))))],
+        # `products` of {"smiles": ...} objects, NeMo Gym's other accepted shape.
+        "products_objects": [
+            Message.assistant(fenced(steps(lambda p: [{"smiles": x} for x in p], "products")))
+        ],
+        # Only each step's first species: a subset, which lenient rows accept.
+        "main_products": [Message.assistant(fenced(steps(lambda p: p[:1])))],
+        # A revised answer is read at its conclusion: the last fenced array.
+        "revised_right": [Message.assistant(fenced(wrong) + "\nOn reflection:\n" + fenced(right))],
+        "revised_wrong": [Message.assistant(fenced(right) + "\nOn reflection:\n" + fenced(wrong))],
+        # Loose step objects in prose, no array.
+        "loose_steps": [Message.assistant(" then ".join(json.dumps(x) for x in right) + ". Done.")],
+        # An unparseable species, or a null among the products, fails its step.
+        "bad_species": [Message.assistant(fenced(steps(lambda p: ".".join([*p, "C1CC("]))))],
+        "null_member": [Message.assistant(fenced(steps(lambda p: [*p, None])))],
+        "prose": [Message.assistant("The hydroxide attacks, then the product forms.")],
+    }
 
 
 def genrm_variants(env: Any, task: Task) -> dict[str, list[Message]]:
@@ -1034,6 +1070,9 @@ def test_the_rows_run_and_score(server: str, all_cases: dict[str, list[Case]]) -
 UNINSTALLABLE = {
     "verifiable_instructions": "it imports verifiable-instructions, which is not on PyPI "
     "(NeMo Gym installs it from GitHub)",
+    # In tests/interop/nemo_gym_reference.txt: only a reference venv built before it lacks it.
+    "rdkit": "rdkit is missing from this reference venv (bash "
+    "scripts/test-nemo-gym-reference.sh rebuilds it with tests/interop/nemo_gym_reference.txt)",
 }
 
 

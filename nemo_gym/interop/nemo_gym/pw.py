@@ -28,9 +28,16 @@ def _terminal(row: Row, server: str) -> Task:
     return row_task(row, server, **terminal_fields(row))
 
 
+def _mechanism(row: Row, server: str) -> Task:
+    from nemo_gym.envs.knowledge.reaction_mechanism import mechanism_fields
+
+    return row_task(row, server, **mechanism_fields(row))
+
+
 WORLD_SERVERS: list[Server] = [
     Server("workplace_assistant", "workplace_assistant", _workplace),
     Server("indirect_prompt_injection", "prompt_injection", _injection),
     # Every harness's config in NeMo Gym sets string_similarity_threshold 0.9.
     Server("terminal_multi_harness", "terminal_action", _terminal),
+    Server("fukuyamabench", "reaction_mechanism", _mechanism),
 ]
