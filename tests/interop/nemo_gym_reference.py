@@ -40,6 +40,9 @@ OVERRIDES = {
     "wmt_translation": {"compute_comet": False, "language_consistency_backend": None},
 }
 OVERRIDES["polymath"] = OVERRIDES["math_with_judge"]
+OVERRIDES["terminal_multi_harness"] = {
+    "tool_call_comparator_config": {"string_similarity_threshold": 0.9}
+}
 # Its configs/single_step_tool_use_with_argument_comparison.yaml.
 OVERRIDES["single_step_tool_use_with_argument_comparison"] = {
     "tool_call_comparator_config": {"word_count_similarity_threshold": 0.1}
@@ -250,7 +253,20 @@ async def _session(server, request_cls, row: dict, response: dict) -> dict:  # t
     for item in response["output"]:
         if item["type"] != "function_call":
             continue
-        handler = getattr(server, item["name"])
+        handler = getattr(server, item["name"], None)
+        route = getattr(server, "route_to_python_function", None) or getattr(
+            server, "route_tool_call", None
+        )
+        if handler is None and route is not None:
+            # workplace_assistant and indirect_prompt_injection serve every tool through
+            # one catch-all route that takes the tool's name
+            body_cls = typing.get_type_hints(route)["body"]
+            try:
+                body = body_cls.model_validate_json(item["arguments"])
+            except ValidationError:
+                continue
+            await route(item["name"], body, request)
+            continue
         hints = {k: v for k, v in typing.get_type_hints(handler).items() if k != "return"}
         if "body" in hints:
             try:

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,12 @@ PROMPT_DIFFERENCES: dict[tuple[str, str], str] = {
 # (server, reply) -> (the error NeMo Gym's server raises, why): replies NeMo Gym refuses
 # where we score.
 REFUSED_BY_NEMO_GYM: dict[tuple[str, str], tuple[str, str]] = {
+    ("terminal_multi_harness", "unparsed_arguments"): (
+        "has no attribute 'matches'",
+        "a call whose arguments are not JSON scores 0 (`ARGUMENTS_DECODE_ERROR`); NeMo "
+        "Gym's comparator returns its decoding result there, which has no `matches`, and "
+        "its verify fails",
+    ),
     ("grl_sokoban", "wrong"): (
         "Unable to parse action",
         "a reply with no move is gym-sokoban's no-op (a step, -0.1); NeMo Gym's server "
@@ -356,6 +363,14 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
             _call("increment_counter", {"count": gap}),
             Message.assistant("Done."),
         ]
+    if server == "workplace_assistant":
+        out.update(workplace_variants(env, task))
+    if server == "indirect_prompt_injection":
+        out.update(injection_variants(env, task))
+    if server == "terminal_multi_harness":
+        out.update(terminal_variants(env, task))
+    if server == "fukuyamabench":
+        out.update(mechanism_variants(task))
     if server == "math_advanced_calculations":
         gold = md["ground_truth"]
         echo = env.oracle(task)[0].tool_calls
@@ -400,6 +415,199 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
                 )
             ]
     return out
+
+
+def workplace_variants(env: Any, task: Task) -> dict[str, list[Message]]:
+    """Routes to the same edits, near misses, and calls that must change nothing."""
+    from nemo_gym.envs.tools.workplace import World
+
+    gold = [dict(c) for c in task.metadata["ground_truth"]]
+    calls = env.oracle(task)[0].tool_calls
+    sent_id = str(int(World().email._emails["email_id"].max()) + 1)  # as send_email numbers it
+
+    def shouted(call: dict[str, str]) -> ToolCall:
+        args = {
+            k: v.upper() if k in ("body", "new_value") else v
+            for k, v in json.loads(call["arguments"]).items()
+        }
+        return ToolCall(id="up", name=call["name"], arguments=json.dumps(args))
+
+    out = {
+        # Reading first changes nothing; the same edits in reverse order end the same.
+        "search_first": [
+            _call("company_directory_find_email_address", {"name": "raj"}),
+            _call("email_search_emails", {"query": "update"}),
+            Message.assistant(tool_calls=tuple(reversed(calls))),
+            Message.assistant("Done."),
+        ],
+        # Case is ignored except in status, list_name and board (row 4 sets status "Lost").
+        "shouted": [
+            Message.assistant(tool_calls=tuple(shouted(c) for c in gold)),
+            Message.assistant("Done."),
+        ],
+        # One edit more than asked: the world differs.
+        "extra_edit": [
+            Message.assistant(tool_calls=calls),
+            _call(
+                "email_send_email",
+                {"recipient": "raj.patel@atlas.com", "subject": "Hi", "body": "Done."},
+            ),
+            Message.assistant("Done."),
+        ],
+        # Calls that fail change nothing: arguments that are not JSON, an unknown tool,
+        # an unknown argument, a missing record.
+        "failing_calls": [
+            Message.assistant(
+                tool_calls=(
+                    ToolCall(id="a", name="email_delete_email", arguments="{not json"),
+                    ToolCall(id="b", name="email_purge_all", arguments="{}"),
+                    ToolCall(id="c", name="email_delete_email", arguments='{"id": "1"}'),
+                    ToolCall(
+                        id="d", name="email_delete_email", arguments='{"email_id": "99999999"}'
+                    ),
+                    *calls,
+                )
+            ),
+            Message.assistant("Done."),
+        ],
+        # The calls written out as text are not calls.
+        "calls_as_text": [Message.assistant(json.dumps(gold))],
+        # An edit made and undone, then the task's: the world ends as the task's alone leave it.
+        "undone": [
+            _call("email_send_email", {"recipient": "a.b@atlas.com", "subject": "x", "body": "y"}),
+            _call("email_delete_email", {"email_id": sent_id}),
+            Message.assistant(tool_calls=calls),
+            Message.assistant("Done."),
+        ],
+    }
+    if len(calls) > 1:
+        out["some_edits"] = [Message.assistant(tool_calls=calls[:-1]), Message.assistant("ok")]
+    return out
+
+
+def injection_variants(env: Any, task: Task) -> dict[str, list[Message]]:
+    """The injection's call in other forms, and the task's calls beside it."""
+    spec = task.metadata["injection"]
+    needed = env.oracle(task)[0].tool_calls
+    target, args = spec["target_tool"], dict(spec["target_args"])
+
+    def with_needed(*calls: ToolCall) -> list[Message]:
+        return [Message.assistant(tool_calls=(*needed, *calls)), Message.assistant("Done.")]
+
+    def target_call(arguments: dict[str, Any]) -> ToolCall:
+        return ToolCall(id="t", name=target, arguments=json.dumps(arguments))
+
+    shouted = {k: f"  {str(v).upper()} " for k, v in args.items()}
+    other = {k: f"{v}-other" for k, v in args.items()}
+    return {
+        # Key arguments compare case-insensitively, stripped: still the injection.
+        "followed_shouted": with_needed(target_call(shouted)),
+        # The target tool with other key arguments is not the injection.
+        "target_other_args": with_needed(target_call(other)),
+        # The injection's call written as text is not a call.
+        "injection_as_text": [
+            Message.assistant(tool_calls=needed),
+            Message.assistant(json.dumps({"name": target, "arguments": args})),
+        ],
+        # A required tool called with arguments that are not JSON still counts as called.
+        "needed_unparsed": [
+            Message.assistant(
+                tool_calls=tuple(
+                    ToolCall(id=f"u{i}", name=c.name, arguments="{oops")
+                    for i, c in enumerate(needed)
+                )
+            ),
+            Message.assistant("Done."),
+        ],
+        "no_calls": [Message.assistant("Done.")],
+    }
+
+
+def terminal_variants(env: Any, task: Task) -> dict[str, list[Message]]:
+    """The teacher's action in other forms, and near misses, per harness rule."""
+    action = task.metadata["expected_action"]
+    oracle = env.oracle(task)[0]
+    if action["type"] == "message":
+        text = str(action["content"])
+        return {
+            "reworded": [Message.assistant(text.lower() + ".")],
+            "other_text": [Message.assistant("I changed the parser and ran the tests.")],
+            # A call beside the right text: the call is the action.
+            "text_and_call": [
+                Message.assistant(
+                    text,
+                    tool_calls=(ToolCall(id="x", name="exec_command", arguments='{"cmd": "ls"}'),),
+                )
+            ],
+        }
+    calls = list(oracle.tool_calls)
+    first = calls[0]
+    args = json.loads(first.arguments)
+    out = {
+        # Text beside the right calls: the calls are the action.
+        "calls_and_text": [Message.assistant("Running it now.", tool_calls=tuple(calls))],
+        # An argument the tool's schema does not declare (additionalProperties: false).
+        "undeclared_argument": [
+            Message.assistant(
+                tool_calls=(
+                    ToolCall(
+                        id="u", name=first.name, arguments=json.dumps({**args, "verbose": True})
+                    ),
+                    *calls[1:],
+                )
+            )
+        ],
+        # Arguments that are not JSON: NeMo Gym's verify fails on them (see REFUSED).
+        "unparsed_arguments": [
+            Message.assistant(
+                tool_calls=(ToolCall(id="p", name=first.name, arguments="{oops"), *calls[1:])
+            )
+        ],
+        "undeclared_tool": [
+            Message.assistant(tool_calls=(ToolCall(id="t", name="rm_rf", arguments="{}"),))
+        ],
+    }
+    if "cmd" in args:
+        spaced = {**args, "cmd": "  " + args["cmd"].replace(" ", "   ") + " "}
+        out["spaced_command"] = [_call(first.name, spaced)]
+        out["other_command"] = [_call(first.name, {**args, "cmd": args["cmd"] + " && rm -rf /"})]
+    if len(calls) > 1:
+        out["reordered"] = [Message.assistant(tool_calls=tuple(reversed(calls)))]
+        out["first_only"] = [Message.assistant(tool_calls=(first,))]
+    return out
+
+
+def mechanism_variants(task: Task) -> dict[str, list[Message]]:
+    """The gold pathway in other spellings, revised answers, and malformed products."""
+    gold = task.metadata["gt_pathway"]
+
+    def fenced(steps: list[dict[str, Any]]) -> str:
+        return "```json\n" + json.dumps(steps) + "\n```"
+
+    def steps(products: Callable[[list[str]], Any], key: str = "product_smiles") -> list[Any]:
+        return [{"step_id": i + 1, key: products(s["products"])} for i, s in enumerate(gold)]
+
+    right = steps(lambda p: ".".join(p))
+    wrong = [{"step_id": 1, "product_smiles": "C"}]
+    return {
+        # Another order of the species, as a list: the same canonical sets.
+        "reordered_list": [Message.assistant(fenced(steps(lambda p: list(reversed(p)))))],
+        # `products` of {"smiles": ...} objects, NeMo Gym's other accepted shape.
+        "products_objects": [
+            Message.assistant(fenced(steps(lambda p: [{"smiles": x} for x in p], "products")))
+        ],
+        # Only each step's first species: a subset, which lenient rows accept.
+        "main_products": [Message.assistant(fenced(steps(lambda p: p[:1])))],
+        # A revised answer is read at its conclusion: the last fenced array.
+        "revised_right": [Message.assistant(fenced(wrong) + "\nOn reflection:\n" + fenced(right))],
+        "revised_wrong": [Message.assistant(fenced(right) + "\nOn reflection:\n" + fenced(wrong))],
+        # Loose step objects in prose, no array.
+        "loose_steps": [Message.assistant(" then ".join(json.dumps(x) for x in right) + ". Done.")],
+        # An unparseable species, or a null among the products, fails its step.
+        "bad_species": [Message.assistant(fenced(steps(lambda p: ".".join([*p, "C1CC("]))))],
+        "null_member": [Message.assistant(fenced(steps(lambda p: [*p, None])))],
+        "prose": [Message.assistant("The hydroxide attacks, then the product forms.")],
+    }
 
 
 def genrm_variants(env: Any, task: Task) -> dict[str, list[Message]]:
@@ -873,6 +1081,9 @@ def test_the_rows_run_and_score(server: str, all_cases: dict[str, list[Case]]) -
 UNINSTALLABLE = {
     "verifiable_instructions": "it imports verifiable-instructions, which is not on PyPI "
     "(NeMo Gym installs it from GitHub)",
+    # In tests/interop/nemo_gym_reference.txt: only a reference venv built before it lacks it.
+    "rdkit": "rdkit is missing from this reference venv (bash "
+    "scripts/test-nemo-gym-reference.sh rebuilds it with tests/interop/nemo_gym_reference.txt)",
 }
 
 

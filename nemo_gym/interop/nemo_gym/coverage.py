@@ -94,11 +94,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     ),
     "finance_agent_v2": ("unsupported", _WEB + " (web search and SEC EDGAR)"),
     "finance_sec_search": ("unsupported", _WEB + " (Tavily search)"),
-    "fukuyamabench": (
-        "later",
-        "RDKit (NeMo Gym pins `rdkit==2025.9.6`: it canonicalises each step's SMILES, and "
-        "canonical forms change across releases): a new dependency to add",
-    ),
     "gdp_pdf": ("unsupported", _VISION + " (document pages)"),
     "gdpval": ("unsupported", _VISION + " (deliverable files graded by a rubric judge)"),
     "genrm_compare": ("later", _JUDGE + " (a GenRM as the judge)"),
@@ -110,7 +105,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "image_tools": ("unsupported", _VISION),
     "imo_proofbench_judge": ("later", _JUDGE + " (a grading rubric)"),
     "indian_banking": ("later", _JUDGE + " (a tool world with a simulated customer)"),
-    "indirect_prompt_injection": ("later", "its tool worlds and injected-action checks"),
     "interactive_browser": ("unsupported", _WEB + " (a live browser on the web)"),
     "job_bench": ("issue 23", _SWE + " (an agent sandbox, then a judge)"),
     "labbench2_vlm": ("unsupported", _VISION + " (figures and tables)"),
@@ -133,7 +127,14 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "its inductive rows' programs run in our sandboxes",
     ),
     "openair_congestion": ("later", "a 5G congestion simulator, a Gymnasium-style game"),
-    "openenv": ("later", "OpenEnv environments; through nemo_gym.interop.openenv"),
+    "openenv": (
+        "later",
+        "the rows carry only the prompt and tools; the OpenEnv environment is named in the "
+        "server's YAML (`env_class`, `action_class`, `reset_kwargs`) and its reward is the "
+        'summed step rewards: `nemo_gym.interop.openenv.OpenEnv(env_class, mode="tools")` '
+        "runs the same environments, but openenv-core cannot share the main venv (gradio "
+        "pins pillow<13), so the rows are not run and compared in CI yet",
+    ),
     "osworld": ("unsupported", _VISION + " (desktop screenshots in Docker/QEMU)"),
     "proof_judge": (
         "later",
@@ -173,14 +174,18 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "tavily_search": ("unsupported", _WEB + " (Tavily search)"),
     "terminal_bench_2_1": ("issue 23", _SWE),
     "terminal_bench_4": ("issue 23", _SWE),
-    "terminal_multi_harness": ("later", "next terminal actions compared, to port"),
     "terminus_judge": ("later", _JUDGE + " (terminal actions)"),
-    "toolsandbox": ("later", "ToolSandbox's stateful tools and a simulated user"),
+    "toolsandbox": (
+        "later",
+        "NeMo Gym vendors apple/ToolSandbox (about 19,700 lines: a Python REPL sandbox, "
+        "milestone and minefield scoring over polars tables with ROUGE-L and rapidfuzz) "
+        "with about 15 packages (polars, networkx, rouge-score, geopy, holidays, pint, ...), "
+        "and a simulated user driven by a model: a port of its own",
+    ),
     "verifif": ("later", "VerifIF's validators, with a judge for some"),
     "vibench": ("issue 23", _SWE + " (a web app built and tested in a container)"),
     "vlm_eval_kit": ("unsupported", _VISION),
     "widesearch": ("later", "Markdown-table scoring, with a judge for some columns"),
-    "workplace_assistant": ("later", "a stateful workplace tool world"),
     "workspace_bench": ("issue 23", _SWE + " (an agent sandbox, then a judge sandbox)"),
 }
 

@@ -1,0 +1,40 @@
+# SPDX-FileCopyrightText: Copyright (c) 2025 NVIDIA CORPORATION & AFFILIATES. All rights reserved.
+# SPDX-License-Identifier: Apache-2.0
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+# http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+from nemo_gym.envs.tools.workplace.frames import frame
+
+
+class CompanyDirectoryTool:
+    def __init__(self):
+        self.reset_state()
+
+    def reset_state(self):
+        self._emails = frame("email_addresses.csv")
+
+    def find_email_address(self, name=""):
+        """
+        Find email addresses containing the given name (case-insensitive).
+
+        Args:
+            name: Name or partial name to search for
+
+        Returns:
+            List of matching email addresses or a message if name not provided
+        """
+        if name == "":
+            return "Name not provided."
+        name = name.lower()
+        email_address = self._emails[self._emails["email_address"].str.contains(name, case=False)]
+        return email_address["email_address"].values.tolist()
