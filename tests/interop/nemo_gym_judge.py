@@ -185,6 +185,34 @@ def _inverse_if(prompt: str) -> str:
     return "```json\n" + json.dumps(verdict) + "\n```"
 
 
+def _proof_verification(prompt: str) -> str:
+    """1 when the candidate evaluation restates the reference evaluation, 0.5 when it
+    restates only its first paragraph, else 0."""
+    reference = prompt.rsplit("\n## Reference Evaluation\n", 1)[-1]
+    reference, candidate = reference.split("\n\n## Candidate Evaluation\n", 1)
+    first = reference.strip().split("\n\n", 1)[0]
+    rating = "1" if reference.strip() in candidate else "0.5" if first in candidate else "0"
+    return f"Here is my analysis of the candidate evaluation:\nCompared.\n\n\\boxed{{{rating}}}"
+
+
+def _proof_judge(prompt: str) -> str:
+    """The verifier: 1 for a proof that calls itself rigorous, 0.5 for a sketch, else 0;
+    the meta-verifier: 1 for a self-evaluation whose score is the verifier's."""
+    if "## Solution Evaluation\n" in prompt:
+        proof, evaluation = prompt.rsplit("\n## Solution\n", 1)[-1].split(
+            "\n\n## Solution Evaluation\n", 1
+        )
+        said = _last(r"\\boxed\{([^}]*)\}", evaluation)
+        return f"Checked.\n\\boxed{{{'1' if said == _proof_score(proof) else '0'}}}"
+    proof = prompt.rsplit("\n## Solution\n", 1)[-1]
+    return f"Here is my evaluation of the solution:\nRead.\n\n\\boxed{{{_proof_score(proof)}}}"
+
+
+def _proof_score(proof: str) -> str:
+    text = proof.lower()
+    return "1" if "rigorous" in text else "0.5" if "sketch" in text else "0"
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -223,4 +251,8 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _multichallenge(prompt)
     if server == "arena":
         return _lmarena(prompt)
+    if server == "proof_verification":
+        return _proof_verification(prompt)
+    if server == "proof_judge":
+        return _proof_judge(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

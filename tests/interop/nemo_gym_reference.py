@@ -15,7 +15,8 @@ handler, then `verify`.
 A case with "judge": true is a judge-based server's: its config names a judge
 model server, and its judge HTTP calls are answered by the scripted judge of
 `nemo_gym_judge.py` (the one our side uses), the prompts it sent returned as
-"judge_prompts" beside the reward.
+"judge_prompts" beside the reward. A case's "config" holds server settings beyond
+the class defaults (proof_judge's `alpha` and `beta`).
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ class _Reply:
     """What NeMo Gym's `raise_for_status` and `get_response_json` read of an HTTP reply."""
 
     ok = True
+    status = 200  # proof_judge and proof_verification log a status of 400 or more
 
     def __init__(self, payload: dict) -> None:
         self._body = json.dumps(payload).encode()
@@ -163,7 +165,7 @@ def _scripted_judge(server, name: str, prompts: list) -> None:  # type: ignore[n
     server.server_client.post = post
 
 
-def _server(name: str, judge: bool = False):  # type: ignore[no-untyped-def]
+def _server(name: str, judge: bool = False, settings: dict | None = None):  # type: ignore[no-untyped-def]
     import resources_servers
     from nemo_gym.server_utils import ServerClient
 
@@ -182,7 +184,7 @@ def _server(name: str, judge: bool = False):  # type: ignore[no-untyped-def]
     cls = classes[-1]
     config_cls = typing.get_type_hints(cls)["config"]
     judged = _judge_config(config_cls) if judge else {}
-    config = config_cls(**CONFIG, **{**judged, **OVERRIDES.get(name, {})})
+    config = config_cls(**CONFIG, **{**judged, **OVERRIDES.get(name, {}), **(settings or {})})
     server = cls(config=config, server_client=MagicMock(spec=ServerClient))
     if name == "wordle":
         _wordle_guesses(folder)
@@ -288,11 +290,13 @@ async def main() -> None:
     for line in sys.stdin:
         case = json.loads(line)
         try:
-            if case["server"] not in cache:
-                cache[case["server"]] = _server(case["server"], bool(case.get("judge")))
+            # "config": server settings beyond its defaults (proof_judge's beta, say).
+            key = case["server"] + json.dumps(case.get("config") or {}, sort_keys=True)
+            if key not in cache:
+                cache[key] = _server(case["server"], bool(case.get("judge")), case.get("config"))
                 if case.get("judge"):
-                    _scripted_judge(cache[case["server"]][0], case["server"], prompts)
-            server, request_cls = cache[case["server"]]
+                    _scripted_judge(cache[key][0], case["server"], prompts)
+            server, request_cls = cache[key]
             prompts.clear()
             if "steps" in case:
                 found = await _episode(server, case["row"], case["steps"])

@@ -38,6 +38,9 @@ WHEEL_PROMPTS = {
     "math_with_autograder": "math_with_autograder/prompts/judge.yaml",
     "arena_judge.hard_prompt": "arena_judge/prompts/arena.yaml",
     "arena_judge.creative_writing": "arena_judge/prompts/arena_creative.yaml",
+    "proof_verification.meta_verifier": "proof_verification/prompt_templates/meta-verifier.yaml",
+    "proof_judge.verifier": "proof_judge/prompt_templates/verifier.yaml",
+    "proof_judge.meta_verifier": "proof_judge/prompt_templates/meta-verifier.yaml",
 }
 # Prompts NeMo Gym keeps as module constants: (file, constant).
 WHEEL_CONSTANTS = {

@@ -25,6 +25,7 @@ from typing import Any
 
 from nemo_gym.errors import ConfigError
 from nemo_gym.interop.nemo_gym.coverage import COVERAGE, Coverage, coverage_markdown
+from nemo_gym.interop.nemo_gym.judged import zero_incorrect_groups
 from nemo_gym.interop.nemo_gym.servers import SERVERS, Server, rows_of
 from nemo_gym.interop.nemo_gym.wire import (
     messages_from_input,
@@ -47,6 +48,7 @@ __all__ = [
     "to_row",
     "to_rows",
     "tools_from_params",
+    "zero_incorrect_groups",
 ]
 
 

@@ -80,7 +80,12 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         _SANDBOX + " (rows carry no tests: NeMo Gym reads them from a `CCC_TEST_FILE` "
         "JSONL the user supplies, not in the wheel)",
     ),
-    "conversational_tool_use_simulation": ("later", _JUDGE + " (a simulated user)"),
+    "conversational_tool_use_simulation": (
+        "later",
+        "a simulated user and simulated tool results from a Model, then message-level "
+        "judges (user, tool-result and agent messages, with termination) and a final "
+        "conversation judge: 2,400 lines of app.py to port onto a multi-turn episode",
+    ),
     "critpt": ("unsupported", _WEB + " (Artificial Analysis's grading API)"),
     "cvdp": ("issue 23", _SWE + " (hardware design tools in a container)"),
     "deepswe": ("issue 23", _SWE),
@@ -104,7 +109,13 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "iheval": ("later", "rule checks of instruction priority, to port"),
     "image_tools": ("unsupported", _VISION),
     "imo_proofbench_judge": ("later", _JUDGE + " (a grading rubric)"),
-    "indian_banking": ("later", _JUDGE + " (a tool world with a simulated customer)"),
+    "indian_banking": (
+        "later",
+        "a tool world (34 banking tools on a synthetic customer database) with a "
+        "simulated customer and an assertion judge; its database and knowledge base "
+        "(db.json, kb.json) are not in the wheel but on the Hugging Face dataset "
+        "NPCI/nemo-gym-indian-banking",
+    ),
     "interactive_browser": ("unsupported", _WEB + " (a live browser on the web)"),
     "job_bench": ("issue 23", _SWE + " (an agent sandbox, then a judge)"),
     "labbench2_vlm": ("unsupported", _VISION + " (figures and tables)"),
@@ -118,7 +129,11 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "answer is the last `\\boxed{}` of the reply, else of the tool's output)",
     ),
     "moldetox": ("later", "molecule edits scored with RDKit fingerprints"),
-    "nemo_user_sim": ("later", _JUDGE + " (a simulated user)"),
+    "nemo_user_sim": (
+        "later",
+        "runs NVIDIA's UserSim library (nemo-usersim), which NeMo Gym installs from "
+        "GitHub at a pinned commit; the PyPI name is an empty placeholder (0.0.0a0)",
+    ),
     "newton_bench": ("later", "simulated experiments as tools, then a judge"),
     "ns_tools": ("later", _SANDBOX + " (NeMo Skills' Python tool, then math checks)"),
     "nvarc": (
@@ -136,19 +151,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "pins pillow<13), so the rows are not run and compared in CI yet",
     ),
     "osworld": ("unsupported", _VISION + " (desktop screenshots in Docker/QEMU)"),
-    "proof_judge": (
-        "later",
-        "judge-based, but its judge servers are found from SLURM heterogeneous-job "
-        "variables (SLURM_MASTER_NODE_HET_GROUP_N) and its rewards are coordinated "
-        "across a rollout group (zero_reward_incorrect_groups): needs a group-level "
-        "reward step, not only a judge= Model",
-    ),
-    "proof_verification": (
-        "later",
-        "judge-based, but its judge servers are found from SLURM heterogeneous-job "
-        "variables (SLURM_MASTER_NODE_HET_GROUP_N): needs that lookup replaced by a "
-        "judge= Model",
-    ),
     "rolemrc": ("later", _JUDGE),
     "scale_swe": ("issue 23", _SWE_ROWS + "; its f2p_script and pre_commands are not run"),
     "scicode": ("later", _SANDBOX + " (SciCode's test data file)"),

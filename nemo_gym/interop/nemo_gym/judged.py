@@ -31,7 +31,15 @@ from nemo_gym.envs.rows import DatasetEnv, Row
 from nemo_gym.errors import ConfigError, ModelError, VerifierError
 from nemo_gym.harnesses import SingleTurn
 from nemo_gym.protocols import Model
-from nemo_gym.records import Message, ModelRequest, Rewards, Sampling, Task, Trajectory
+from nemo_gym.records import (
+    Message,
+    ModelRequest,
+    Rewards,
+    Rollout,
+    Sampling,
+    Task,
+    Trajectory,
+)
 from nemo_gym.verify.judge import JUDGE_FAILED
 
 __all__ = [
@@ -43,6 +51,7 @@ __all__ = [
     "judged_requires",
     "judged_task",
     "template",
+    "zero_incorrect_groups",
 ]
 
 REPLY_LIMIT = 4000
@@ -91,6 +100,10 @@ class JudgeProtocol:
     library: bool = False
     """Math-verify first (NeMo Gym's math_with_judge heirs): a reply it finds equal to the
     row's `expected_answer` scores 1 without a judge call."""
+    settings: Mapping[str, bool | float] = field(default_factory=dict)
+    """The server config options this port honours, with NeMo Gym's shipped values: the
+    environment takes them as keyword arguments, and `skip`, `prompts` and `parse` find
+    them beside the row's fields (with the judged text under `TEXT`)."""
 
 
 # --- the response text each server judges ------------------------------------------
@@ -1201,6 +1214,190 @@ def _lmarena_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict
     )
 
 
+# proof_verification and proof_judge: NeMo Gym finds their judge from SLURM het-group
+# variables (JUDGE_SERVER_ARGS) or its judge_model_server; here it is the judge Model
+# passed. Every score, the policy's and the judges', is the last \boxed{0|0.5|1}.
+
+_PROOF_CHARS, _VERIFICATION_CHARS = 40_000, 20_000
+
+
+def _boxed_score(text: str) -> float | None:
+    """Their `extract_boxed_score`: the last `\\boxed{`, read up to its first `}`, if it
+    is 0, 0.5 or 1 (so `\\boxed{\\frac{1}{2}}` holds none)."""
+    start = text.rfind("\\boxed{")
+    if start == -1:
+        return None
+    end = text.find("}", start + len("\\boxed{"))
+    if end == -1:
+        return None
+    try:
+        score = float(text[start + len("\\boxed{") : end].strip())
+    except ValueError:
+        return None
+    return score if score in (0, 0.5, 1) else None
+
+
+def _past_thinking(context: Mapping[str, Any], text: str) -> str | None:
+    """The reply after its last `</think>`, or None where `assert_think_end` wants one."""
+    if context.get("assert_think_end") and "</think>" not in text:
+        return None
+    return text.split("</think>")[-1].strip()
+
+
+def _proof_rows_check(row: Row) -> None:
+    # NeMo Gym scores every reply to these rows 0 (its "invalid_ground_truth_score" and
+    # "proof_too_long"): rows no reply can earn are refused here.
+    score = row.require("ground_truth_verify_score", int, float)
+    if isinstance(score, bool) or score not in (0, 0.5, 1):
+        raise row.bad("ground_truth_verify_score", f"is {score!r}; one of 0, 0.5, 1")
+    row.require("ground_truth_judgement", str)
+    proof = row.get("proof", "")
+    if not isinstance(proof, str):
+        raise row.bad("proof", "must be a string")
+    if len(proof) > _PROOF_CHARS:
+        raise row.bad(
+            "proof",
+            f"is {len(proof)} characters; NeMo Gym scores every reply 0 past {_PROOF_CHARS}",
+        )
+
+
+def _verification(context: Mapping[str, Any], text: str) -> tuple[str, float] | Verdict:
+    """proof_verification's `parse_verification_response` and its length cap: the
+    candidate evaluation and its score, or the format failure's 0."""
+    said = _past_thinking(context, text)
+    if said is None:
+        return Verdict(0.0, "missing_think_end")
+    score = _boxed_score(said)
+    if score is None:
+        return Verdict(0.0, "invalid_boxed_score")
+    if len(said) > _VERIFICATION_CHARS:
+        return Verdict(0.0, "verification_too_long")
+    return said, score
+
+
+def _verification_skip(context: Mapping[str, Any], text: str) -> Verdict | None:
+    found = _verification(context, text)
+    return found if isinstance(found, Verdict) else None
+
+
+def _verification_prompts(context: Mapping[str, Any], text: str) -> list[Prompt]:
+    found = _verification(context, text)
+    if isinstance(found, Verdict):
+        return []
+    return [
+        [
+            (
+                "user",
+                template("proof_verification.meta_verifier").format(
+                    problem=str(context.get("problem") or ""),
+                    proof=str(context.get("proof") or ""),
+                    ground_truth_judgement=str(context.get("ground_truth_judgement") or ""),
+                    candidate_judgement=found[0],
+                ),
+            )
+        ]
+    ]
+
+
+def _verification_parse(replies: Sequence[str], context: Mapping[str, Any]) -> Verdict | None:
+    """r_score = 1 - |predicted - ground truth|, times the meta-verifier's score. NeMo Gym
+    reads a meta reply without a score as 0; here it holds no verdict."""
+    found = _verification(context, str(context.get(TEXT, "")))
+    meta = _boxed_score(replies[0]) if replies else None
+    gold = context.get("ground_truth_verify_score")
+    if isinstance(found, Verdict) or meta is None or gold not in (0, 0.5, 1):
+        return None
+    r_score = 1.0 - abs(found[1] - float(gold))
+    return Verdict(
+        r_score * meta,
+        "agrees" if r_score * meta == 1 else "disagrees",
+        {"predicted_score": found[1], "r_score": r_score, "r_meta": meta},
+    )
+
+
+def _verification_oracle(fields: Mapping[str, Any]) -> str:
+    score = float(fields["ground_truth_verify_score"])
+    return (
+        f"Here is my evaluation of the solution:\n{fields['ground_truth_judgement']}\n\n"
+        f"Based on my evaluation, the final overall score should be:\n\\boxed{{{score:g}}}"
+    )
+
+
+_SOLUTION_HEADER, _SELF_EVALUATION_HEADER = "## Solution", "## Self Evaluation"
+
+
+def _proof_parts(context: Mapping[str, Any], text: str) -> tuple[str, str, float] | Verdict:
+    """proof_judge's `parse_response` and length caps: the proof, the self-evaluation and
+    its score (after the `## Solution` and `## Self Evaluation` headers), or the format
+    failure's 0."""
+    said = _past_thinking(context, text)
+    if said is None:
+        return Verdict(0.0, "missing_think_end")
+    if _SOLUTION_HEADER not in said:
+        return Verdict(0.0, "missing_solution_header")
+    after = said.split(_SOLUTION_HEADER, 1)[1]
+    if _SELF_EVALUATION_HEADER not in after:
+        return Verdict(0.0, "missing_self_eval_header")
+    proof, evaluation = (part.strip() for part in after.split(_SELF_EVALUATION_HEADER, 1))
+    score = _boxed_score(evaluation)
+    if score is None:
+        return Verdict(0.0, "invalid_boxed_score")
+    if len(proof) > _PROOF_CHARS:
+        return Verdict(0.0, "proof_too_long")
+    if len(evaluation) > _VERIFICATION_CHARS:
+        return Verdict(0.0, "self_verification_too_long")
+    return proof, evaluation, score
+
+
+def _proof_skip(context: Mapping[str, Any], text: str) -> Verdict | None:
+    found = _proof_parts(context, text)
+    return found if isinstance(found, Verdict) else None
+
+
+def _proof_prompts(context: Mapping[str, Any], text: str) -> list[Prompt]:
+    """The verifier's request, then (with beta) the meta-verifier's on the self-evaluation."""
+    found = _proof_parts(context, text)
+    if isinstance(found, Verdict):
+        return []
+    proof, evaluation, _ = found
+    problem = str(context.get("problem") or "")
+    prompts = [[("user", template("proof_judge.verifier").format(problem=problem, proof=proof))]]
+    if context.get("beta"):
+        meta = template("proof_judge.meta_verifier").format(
+            problem=problem, proof=proof, proof_analysis=evaluation
+        )
+        prompts.append([("user", meta)])
+    return prompts
+
+
+def _proof_parse(replies: Sequence[str], context: Mapping[str, Any]) -> Verdict | None:
+    """alpha * r_y + beta * r_z: r_y the verifier's score of the proof; r_z the
+    self-evaluation's agreement with it (1 - |s' - r_y|) times the meta-verifier's score.
+    NeMo Gym reads a judge reply without a score as 0; here it holds no verdict."""
+    found = _proof_parts(context, str(context.get(TEXT, "")))
+    alpha, beta = float(context.get("alpha", 1.0)), float(context.get("beta", 0.0))
+    scores = [_boxed_score(reply) for reply in replies]
+    if isinstance(found, Verdict) or len(scores) != (2 if beta else 1) or None in scores:
+        return None
+    r_y = float(scores[0])  # type: ignore[arg-type]
+    components = {"r_y": r_y, "s_prime": found[2]}
+    reward = alpha * r_y
+    if beta:
+        r_meta = float(scores[1])  # type: ignore[arg-type]
+        r_z = (1.0 - abs(found[2] - r_y)) * r_meta
+        components |= {"r_meta": r_meta, "r_z": r_z}
+        reward += beta * r_z
+    return Verdict(reward, "proved" if r_y == 1 else "not_proved", components)
+
+
+def _proof_oracle(fields: Mapping[str, Any]) -> str:
+    return (
+        "## Solution\nA complete and rigorous proof: every step is justified below.\n\n"
+        "## Self Evaluation\nHere is my evaluation of the solution:\nEvery step holds.\n\n"
+        "Based on my evaluation, the final overall score should be:\n\\boxed{1}"
+    )
+
+
 PROTOCOLS: Mapping[str, JudgeProtocol] = {
     p.name: p
     for p in (
@@ -1419,6 +1616,27 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             skip=_lmarena_skip,
             check=_lmarena_check,
         ),
+        JudgeProtocol(
+            "proof_verification",
+            ("problem", "proof", "ground_truth_judgement", "ground_truth_verify_score"),
+            _verification_prompts,
+            _verification_parse,
+            _verification_oracle,
+            _output_text_raw,
+            skip=_verification_skip,
+            check=_proof_rows_check,
+            settings={"assert_think_end": False},
+        ),
+        JudgeProtocol(
+            "proof_judge",
+            ("problem",),
+            _proof_prompts,
+            _proof_parse,
+            _proof_oracle,
+            _output_text_raw,
+            skip=_proof_skip,
+            settings={"alpha": 1.0, "beta": 0.0, "assert_think_end": False},
+        ),
     )
 }
 
@@ -1442,6 +1660,7 @@ class ServerJudge:
         *,
         sampling: Sampling | None = None,
         model_name: str | None = None,
+        settings: Mapping[str, bool | float] | None = None,
     ) -> None:
         if protocol.judged and not hasattr(judge, "generate"):
             raise ConfigError(
@@ -1451,17 +1670,22 @@ class ServerJudge:
         self.judge, self.protocol = judge, protocol
         self.sampling = sampling if sampling is not None else Sampling(temperature=0.0, top_p=1.0)
         self.model_name = model_name
+        self.settings = _settings(protocol, settings or {})
 
-    def prompts(self, task: Task, trajectory: Trajectory) -> tuple[str, list[Prompt]]:
-        """The judged text and the judge requests NeMo Gym's server would send."""
+    def context(self, task: Task, text: str) -> dict[str, Any]:
+        """What `skip`, `prompts` and `parse` read: the row's fields, the settings, the text."""
         fields = task.metadata.get("judge_fields")
         if not isinstance(fields, Mapping):
             raise VerifierError(
                 f"task {task.id} has no judge_fields: load it with nemo_gym.interop.nemo_gym",
                 code="bad_task",
             )
+        return {**fields, **self.settings, TEXT: text}
+
+    def prompts(self, task: Task, trajectory: Trajectory) -> tuple[str, list[Prompt]]:
+        """The judged text and the judge requests NeMo Gym's server would send."""
         text = self.protocol.text(trajectory.messages[len(task.messages) :])
-        return text, self.protocol.prompts(fields, text)
+        return text, self.protocol.prompts(self.context(task, text), text)
 
     async def _ask(self, prompt: Prompt) -> str:
         request = ModelRequest(
@@ -1479,8 +1703,8 @@ class ServerJudge:
         return response.message.content or ""
 
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
-        fields = task.metadata.get("judge_fields") or {}
         text, prompts = self.prompts(task, trajectory)
+        fields = self.context(task, text)
         found = self.protocol.skip(fields, text)
         if found is None and self.protocol.library:
             found = await _library(fields, text)
@@ -1529,7 +1753,9 @@ class NeMoGymJudged(DatasetEnv):
     Needs `server=` (one of `PROTOCOLS`) and, for a server judged by a model, `judge=`
     (any `Model`); `path=` reads the server's JSONL rows (or
     `nemo_gym.interop.nemo_gym.load`, which also keeps the rows' own input).
-    `judge_model_name` overrides the judge adapter's model per request.
+    `judge_model_name` overrides the judge adapter's model per request; the server's
+    config options it honours (its protocol's `settings`, e.g. proof_judge's `alpha` and
+    `beta`) are keyword arguments.
     """
 
     name = "nemo_gym"
@@ -1548,6 +1774,7 @@ class NeMoGymJudged(DatasetEnv):
         judge_model_name: str | None = None,
         path: str | None = None,
         tasks: Sequence[Task] | None = None,
+        **settings: bool | float,
     ) -> None:
         protocol = PROTOCOLS.get(server)
         if protocol is None:
@@ -1557,7 +1784,7 @@ class NeMoGymJudged(DatasetEnv):
         self.server = server
         self.name = f"nemo_gym/{server}"
         super().__init__(
-            ServerJudge(judge, protocol, model_name=judge_model_name),
+            ServerJudge(judge, protocol, model_name=judge_model_name, settings=settings),
             path=path,
             tasks=tasks,
             harness=SingleTurn(),
@@ -1576,6 +1803,29 @@ class NeMoGymJudged(DatasetEnv):
         return [Message.assistant("I think the answer is 42, and the statement holds.")]
 
 
+def _settings(protocol: JudgeProtocol, given: Mapping[str, Any]) -> dict[str, bool | float]:
+    """The protocol's settings with `given` applied: each known, of its default's type."""
+    if "zero_reward_incorrect_groups" in given:
+        raise ConfigError(
+            f"nemo_gym/{protocol.name}: zero_reward_incorrect_groups is a rule over a "
+            "rollout group, not one rollout: apply nemo_gym.interop.nemo_gym."
+            "zero_incorrect_groups to each group gym.groups(...) yields"
+        )
+    unknown = sorted(set(given) - set(protocol.settings))
+    if unknown:
+        known = ", ".join(sorted(protocol.settings)) or "none"
+        raise ConfigError(f"nemo_gym/{protocol.name}: unknown options {unknown}; it takes {known}")
+    found = dict(protocol.settings)
+    for key, value in given.items():
+        if isinstance(protocol.settings[key], bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"nemo_gym/{protocol.name}: {key} must be true or false")
+        elif isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"nemo_gym/{protocol.name}: {key} must be a number, got {value!r}")
+        found[key] = value
+    return found
+
+
 def judged_requires(server: str) -> tuple[str, ...]:
     """What a judge-based server's environment needs: a judge, unless the policy grades."""
     return ("judge",) if PROTOCOLS[server].judged else ()
@@ -1589,3 +1839,47 @@ def judged_task(row: Row, server: str) -> Task:
     protocol.check(row)
     fields = {k: row.data[k] for k in protocol.fields if row.data.get(k) is not None}
     return row_task(row, server, judge_fields=fields)
+
+
+def zero_incorrect_groups(group: Sequence[Rollout]) -> list[Rollout]:
+    """proof_judge's `zero_reward_incorrect_groups`, on one group of `gym.groups(...)`:
+    where no proof of the group is correct (every scored rollout's verifier score `r_y` is
+    0, a format failure's counting as 0), every reward is 0, the old one kept as
+    `rewards.metadata["original_reward"]`. Without it, a group that fails the problem still
+    earns beta's reward for the self-evaluations that admit it.
+
+    NeMo Gym gathers the group inside its server, keyed by the problem's text, and waits for
+    `expected_group_size` verify calls: two tasks with the same problem are mixed, and a
+    group with a failed rollout never completes. Here the group is the task's repeats, and
+    failed rollouts (masked, with no reward) are left out of the decision, so a policy
+    cannot keep its group's rewards by making one rollout fail.
+    """
+    rollouts = list(group)
+    tasks = {r.task_id for r in rollouts}
+    if len(tasks) > 1:
+        raise ValueError(f"zero_incorrect_groups: one task's repeats, got tasks {sorted(tasks)}")
+    envs = {r.env for r in rollouts} - {"nemo_gym/proof_judge"}
+    if envs:
+        raise ValueError(
+            f"zero_incorrect_groups: proof_judge's rule, got rollouts of {sorted(envs)}"
+        )
+    scored = [r for r in rollouts if r.ok and r.rewards is not None]
+    if not scored or any(r.rewards.components.get("r_y", 0.0) for r in scored if r.rewards):
+        return rollouts
+    out = []
+    for r in rollouts:
+        if r.rewards is None or not r.ok:
+            out.append(r)
+            continue
+        rewards = r.rewards.model_copy(
+            update={
+                "reward": 0.0,
+                "metadata": {
+                    **r.rewards.metadata,
+                    "original_reward": r.rewards.reward,
+                    "group_all_r_y_zero": True,
+                },
+            }
+        )
+        out.append(r.model_copy(update={"rewards": rewards}))
+    return out
