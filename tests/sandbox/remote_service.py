@@ -79,7 +79,7 @@ class LocalServiceBackend:
         if self.idempotent_create and idempotency_key in service.keys:
             sandbox_id = service.keys[idempotency_key]
         else:
-            sandbox = await self._local.create(spec)
+            sandbox = await self._local.create(self._local_spec(spec))
             service.creates += 1
             sandbox_id = f"sb-{next(service.ids)}"
             service.sandboxes[sandbox_id] = Held(sandbox, dict(labels), timeout_s)
@@ -87,6 +87,9 @@ class LocalServiceBackend:
         # The reply is lost after the service acted: only an idempotency key saves a twin.
         service._maybe_fail("create")
         return sandbox_id
+
+    def _local_spec(self, spec: SandboxSpec) -> SandboxSpec:
+        return spec
 
     def _get(self, sandbox_id: str) -> WorkerSandbox:
         from nemo_gym.errors import SandboxError
@@ -138,6 +141,127 @@ class LocalServiceBackend:
         for held in self.service.sandboxes.values():
             await self.service.serve(held.sandbox.aclose())
         self.service.sandboxes.clear()
+
+
+_ATTACH = r"""
+import os, socket, sys
+port, token = int(sys.argv[1]), sys.argv[2]
+sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+sock.settimeout(None)
+sock.sendall(token.encode() + b"\n")
+os.dup2(sock.fileno(), 0)
+os.dup2(sock.fileno(), 1)
+sock.close()
+os.execvp(sys.argv[3], sys.argv[3:])
+"""
+
+
+class AgentStream:
+    """One streamed exec of the stand-in service: the command's stdin and stdout are a
+    socket to the service's agent port (its state lives on the service's loop)."""
+
+    def __init__(
+        self,
+        service: LocalService,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        task: asyncio.Future[Any],
+    ) -> None:
+        self.service = service
+        self.reader = reader
+        self.writer = writer
+        self.task = task
+
+    async def send(self, data: bytes) -> None:
+        async def write() -> None:
+            self.writer.write(data)
+            await self.writer.drain()
+
+        await self.service.serve(write())
+
+    async def receive(self) -> bytes:
+        return await self.service.serve(self.reader.read(1 << 16))
+
+    async def aclose(self) -> None:
+        async def close() -> None:
+            self.writer.close()
+            self.task.cancel()
+
+        await self.service.serve(close())
+
+    async def sever(self) -> None:
+        """End the stream from the service's side, as a lost exec connection would."""
+        await self.aclose()
+
+
+class StreamingServiceBackend(LocalServiceBackend):
+    """The stand-in service with a streaming exec (`StreamingExec`), as E2B's process
+    API or a Kubernetes exec websocket offer one. The service's agent reaches into each
+    sandbox (a real service's in-sandbox agent talks to its control plane): here each
+    sandbox's only host port is the service's agent port, which carries nothing but
+    streamed execs, each claimed by a one-time token."""
+
+    name = "streaming-service"
+
+    def __init__(self, service: LocalService, **options: Any) -> None:
+        super().__init__(service, **options)
+        self.agent_port = 0
+        self.streams: list[AgentStream] = []
+        self._waiting: dict[str, asyncio.Future[tuple[Any, Any]]] = {}
+
+    async def _agent(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        token = (await reader.readline()).decode().strip()
+        waiter = self._waiting.pop(token, None)
+        if waiter is None or waiter.done():
+            writer.close()
+            return
+        waiter.set_result((reader, writer))
+
+    async def _start_agent(self) -> None:
+        if not self.agent_port:
+            server = await asyncio.start_server(self._agent, "127.0.0.1", 0)
+            self.agent_port = server.sockets[0].getsockname()[1]
+
+    async def create(
+        self, spec: SandboxSpec, *, labels: dict[str, str], timeout_s: float, idempotency_key: str
+    ) -> str:
+        assert spec.network == "none", "the provider asks for no network; loopback is ours"
+        await self.service.serve(self._start_agent())
+        return await super().create(
+            spec, labels=labels, timeout_s=timeout_s, idempotency_key=idempotency_key
+        )
+
+    def _local_spec(self, spec: SandboxSpec) -> SandboxSpec:
+        return spec.model_copy(update={"network": "loopback", "ports": (self.agent_port,)})
+
+    async def stream(
+        self, sandbox_id: str, argv: list[str], *, env: dict[str, str], cwd: str
+    ) -> AgentStream:
+        self.service._maybe_fail("stream")
+        return await self.service.serve(self._stream(sandbox_id, argv, env, cwd))
+
+    async def _stream(
+        self, sandbox_id: str, argv: list[str], env: dict[str, str], cwd: str
+    ) -> AgentStream:
+        import uuid
+
+        held = self.service.sandboxes[sandbox_id]
+        token = uuid.uuid4().hex
+        waiter = self._waiting[token] = asyncio.get_running_loop().create_future()
+        command = ["python3", "-c", _ATTACH, str(self.agent_port), token, *argv]
+        task = asyncio.ensure_future(
+            held.sandbox.exec(command, timeout=held.timeout_s, env=env, cwd=cwd)
+        )
+        done, _ = await asyncio.wait({waiter, task}, timeout=30, return_when="FIRST_COMPLETED")
+        if waiter not in done:
+            task.cancel()
+            self._waiting.pop(token, None)
+            result = task.result() if task in done else None
+            raise TransientError(f"stream: the exec did not attach: {result}")
+        reader, writer = waiter.result()
+        stream = AgentStream(self.service, reader, writer, task)
+        self.streams.append(stream)
+        return stream
 
 
 class LoopbackServer:
