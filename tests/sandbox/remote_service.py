@@ -11,6 +11,7 @@ clients on any loop (each `asyncio.run`, the CLI's) reach the same sandboxes.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import json
 import threading
@@ -50,7 +51,11 @@ class LocalService:
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, daemon=True).start()
             self._loop = loop
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+        # In a context of its own, as a service runs apart: the caller's context (the
+        # rollout's sandbox clock) must not follow the call onto the service's loop,
+        # where the `local` sandboxes it runs would charge that clock a second time.
+        future = contextvars.Context().run(asyncio.run_coroutine_threadsafe, coro, self._loop)
+        return await asyncio.wrap_future(future)
 
     def _maybe_fail(self, op: str) -> None:
         self.calls.append(op)
