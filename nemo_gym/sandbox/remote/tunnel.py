@@ -313,8 +313,8 @@ class Tunnel:
                 # Only the listed ports: whatever the sandbox claims, nothing else here.
                 self._later(self._send(b"X %d\n" % cid))
                 return ""
-            conn = self._conns[cid] = _Connection()
-            conn.task = asyncio.ensure_future(self._relay(cid, port, conn))
+            opened = self._conns[cid] = _Connection()
+            opened.task = asyncio.ensure_future(self._relay(cid, port, opened))
             return ""
         conn = self._conns.get(cid)
         if kind == b"D" and len(parts) == 3:
