@@ -45,6 +45,7 @@ from nemo_gym.sandbox.base import (
     runtime_env,
     worker_source,
 )
+from nemo_gym.sandbox.clock import clocked_create
 from nemo_gym.sandbox.limits import resolve
 from nemo_gym.sandbox.network import MOUNT, PortRelay, forward_argv
 
@@ -171,6 +172,7 @@ class ApptainerProvider(Provider):
             net_dir=net_dir,
         )
 
+    @clocked_create
     async def create(self, spec: SandboxSpec | None = None) -> WorkerSandbox:
         """Start a sandbox the caller must `aclose()` (`start` is the context-managed form)."""
         spec = spec or SandboxSpec()

@@ -38,12 +38,15 @@ from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.protocols import Sandbox
 from nemo_gym.records import ExecResult, SandboxSpec
 from nemo_gym.sandbox import limits as _limits
+from nemo_gym.sandbox.clock import released, timed
 from nemo_gym.sandbox.worker import FRAME, encode_frame, split_blobs
 
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 20.0
 REPLY_SLACK_S = 10.0  # how late past its own deadline a reply may be before the worker is stuck
+_EXEC_OPS = frozenset({"exec", "python", "batch"})
+"""Requests that run code (counted as execs of the rollout; file transfers are not)."""
 CLOSE_WAIT_S = 2.0
 HEADER_MAX_BYTES = 64 << 10
 """The largest reply header the host reads (a batch's grows by `RUN_HEADER_BYTES` a run)."""
@@ -220,6 +223,10 @@ class WorkerSandbox:
         if self._closed:
             return
         self._closed = True
+        with released(self):
+            await self._close()
+
+    async def _close(self) -> None:
         self._fail("the sandbox is closed")
         proc = self._proc
         if proc is not None and proc.returncode is None and self._channel is not None:
@@ -343,7 +350,20 @@ class WorkerSandbox:
         reply_bytes: int = 0,
         runs: int = 1,
     ) -> tuple[dict[str, Any], list[bytes]]:
-        """Send one request and wait for its reply, whose body may hold `reply_bytes`."""
+        """Send one request and wait for its reply, whose body may hold `reply_bytes`
+        (its seconds charged to the rollout's sandbox time as exec time)."""
+        with timed("exec_s", execs=1 if header.get("op") in _EXEC_OPS else 0):
+            return await self._call_timed(header, blobs, wait_s, reply_bytes=reply_bytes, runs=runs)
+
+    async def _call_timed(
+        self,
+        header: dict[str, Any],
+        blobs: Sequence[bytes],
+        wait_s: float,
+        *,
+        reply_bytes: int,
+        runs: int,
+    ) -> tuple[dict[str, Any], list[bytes]]:
         if self._error is not None:
             raise SandboxError(self._error)
         if self._proc is None or self._channel is None:

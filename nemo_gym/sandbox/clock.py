@@ -8,10 +8,25 @@ charges the same clock, and concurrent rollouts never mix.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping
+import functools
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-__all__ = ["SandboxClock", "charge", "current_clock", "reset_clock", "use_clock"]
+__all__ = [
+    "SandboxClock",
+    "charge",
+    "clocked_create",
+    "current_clock",
+    "released",
+    "reset_clock",
+    "timed",
+    "use_clock",
+]
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
 @dataclass
@@ -79,3 +94,56 @@ def charge(clock: SandboxClock | None, what: str, seconds: float) -> None:
     """Add `seconds` to the `what` field (`start_s`, `exec_s`, `teardown_s`) of `clock`."""
     if clock is not None:
         setattr(clock, what, getattr(clock, what) + seconds)
+
+
+@contextmanager
+def timed(what: str, *, execs: int = 0) -> Iterator[None]:
+    """Charge the block's seconds to `what` of the current clock, and `execs` execs."""
+    clock = current_clock()
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        charge(clock, what, time.perf_counter() - started)
+        if clock is not None:
+            clock.execs += execs
+
+
+HELD_SINCE = "_nemo_gym_held_since"
+"""The attribute `clocked_create` stamps on a sandbox: when its holder asked for it."""
+
+
+def clocked_create(create: F) -> F:
+    """For a provider's `create`: its seconds are `start_s`, one more sandbox is counted,
+    and the sandbox is stamped so its `aclose` (through `released`) adds the held time."""
+
+    @functools.wraps(create)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        clock = current_clock()
+        started = time.perf_counter()
+        try:
+            sandbox = await create(*args, **kwargs)
+        finally:
+            charge(clock, "start_s", time.perf_counter() - started)
+        if clock is not None:
+            clock.sandboxes += 1
+        setattr(sandbox, HELD_SINCE, started)
+        return sandbox
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def released(sandbox: object) -> Iterator[None]:
+    """Around a sandbox's `aclose`: its seconds are `teardown_s`, and the time from
+    asking for the sandbox to the end of giving it back is `held_s`."""
+    clock = current_clock()
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        ended = time.perf_counter()
+        charge(clock, "teardown_s", ended - started)
+        since = getattr(sandbox, HELD_SINCE, None)
+        if clock is not None and since is not None:
+            clock.bill({}, ended - since)

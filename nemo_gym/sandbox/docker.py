@@ -52,6 +52,7 @@ from typing import Any
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ExecResult, ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import Provider, argv_of, finish_despite_cancellation
+from nemo_gym.sandbox.clock import clocked_create, released, timed
 from nemo_gym.sandbox.limits import check_timeout, resolve
 from nemo_gym.sandbox.network import MOUNT, PortRelay, forward_argv
 
@@ -383,6 +384,19 @@ class DockerSandbox:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
     ) -> ExecResult:
+        """Run a command (a string runs with `/bin/sh -c`); never raises for what it did."""
+        with timed("exec_s", execs=1):
+            return await self._exec(cmd, stdin=stdin, timeout=timeout, env=env, cwd=cwd)
+
+    async def _exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        stdin: str | bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> ExecResult:
         """Run a command (a string runs with `/bin/sh -c`); never raises for what it did.
 
         `timeout` defaults to `limits.DEFAULT_TIMEOUT_S`. Output past
@@ -559,6 +573,10 @@ class DockerSandbox:
 
     async def write_file(self, path: str, data: str | bytes, *, mode: int | None = None) -> None:
         """Write a file (parents created); relative paths are relative to the workdir."""
+        with timed("exec_s"):
+            await self._write_file(path, data, mode=mode)
+
+    async def _write_file(self, path: str, data: str | bytes, *, mode: int | None) -> None:
         self._check_open()
         target = self._abspath(path)
         if not isinstance(data, str | bytes | bytearray | memoryview):
@@ -585,6 +603,10 @@ class DockerSandbox:
 
     async def read_file(self, path: str) -> bytes:
         """Read a file; raises `FileNotFoundError` when there is none."""
+        with timed("exec_s"):
+            return await self._read_file(path)
+
+    async def _read_file(self, path: str) -> bytes:
         self._check_open()
         source = self._abspath(path)
         response = await self.client.request(
@@ -611,6 +633,10 @@ class DockerSandbox:
         if self._closed:
             return
         self._closed = True
+        with released(self):
+            await self._remove()
+
+    async def _remove(self) -> None:
         try:
             response = await self.client.request(
                 "DELETE", f"/containers/{self.id}", params={"force": True, "v": True}
@@ -794,6 +820,7 @@ class DockerProvider(Provider):
                 code="sandbox_image",
             )
 
+    @clocked_create
     async def create(self, spec: SandboxSpec | None = None) -> DockerSandbox:
         """Create and start a container; the caller must `aclose()` it (prefer `start`)."""
         spec = spec or SandboxSpec()

@@ -44,6 +44,7 @@ from nemo_gym.sandbox.base import (
     runtime_env,
     worker_source,
 )
+from nemo_gym.sandbox.clock import clocked_create
 from nemo_gym.sandbox.limits import resolve
 from nemo_gym.sandbox.local import find_bwrap
 from nemo_gym.sandbox.network import MOUNT, PortRelay, forward_argv
@@ -247,6 +248,7 @@ class EnrootProvider(Provider):
             )
         return os.path.realpath(image)
 
+    @clocked_create
     async def create(self, spec: SandboxSpec | None = None) -> WorkerSandbox:
         """Start a sandbox the caller must `aclose()` (`start` is the context-managed form)."""
         spec = spec or SandboxSpec()

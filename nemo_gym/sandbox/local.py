@@ -44,6 +44,7 @@ from nemo_gym.sandbox.base import (
     python_for_sandbox,
     worker_source,
 )
+from nemo_gym.sandbox.clock import clocked_create
 from nemo_gym.sandbox.limits import disk_bytes, resolve
 from nemo_gym.sandbox.network import MOUNT, PortRelay, forward_argv
 
@@ -154,6 +155,7 @@ class LocalProvider(Provider):
         self._bwrap = bwrap
         self.use_cgroup = use_cgroup
 
+    @clocked_create
     async def create(self, spec: SandboxSpec | None = None) -> WorkerSandbox:
         """Start a sandbox the caller must `aclose()` (`start` is the context-managed form)."""
         spec = spec or SandboxSpec()

@@ -30,6 +30,7 @@ import tempfile
 from nemo_gym.errors import ConfigError
 from nemo_gym.records import SandboxSpec
 from nemo_gym.sandbox.base import Provider, WorkerSandbox, in_pids_cgroup, worker_source
+from nemo_gym.sandbox.clock import clocked_create
 from nemo_gym.sandbox.limits import resolve
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class ProcessProvider(Provider):
         self.strict = strict
         self._warned: set[str] = set()
 
+    @clocked_create
     async def create(self, spec: SandboxSpec | None = None) -> ProcessSandbox:
         """Start a sandbox the caller must `aclose()` (`start` is the context-managed form)."""
         spec = spec or SandboxSpec()

@@ -57,19 +57,22 @@ import math
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from nemo_gym.errors import ConfigError, MissingDependency, SandboxError, VerifierError
 from nemo_gym.limits import loads_json
 from nemo_gym.protocols import Sandbox, SandboxProvider
 from nemo_gym.records import ExecResult, ResourceLimits, Rewards, SandboxSpec, Task, Trajectory
+from nemo_gym.sandbox.clock import charge, current_clock, reset_clock, use_clock
 from nemo_gym.verify.common import response_text
 from nemo_gym.verify.extract import fenced_blocks
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 Language = Literal["python", "c", "cpp"]
 
@@ -399,6 +402,15 @@ async def _run_batch(
     return _Batch(results, completed=completed)
 
 
+async def _unclocked(call: Awaitable[T]) -> T:
+    """`call` with no rollout's clock: what it costs is charged by the lease."""
+    token = use_clock(None)
+    try:
+        return await call
+    finally:
+        reset_clock(token)
+
+
 class _Pool:
     """Warm sandboxes of one provider, reused across verifications (bounded)."""
 
@@ -431,25 +443,47 @@ class _Pool:
 
     @asynccontextmanager
     async def lease(self) -> AsyncIterator[Any]:
+        """A sandbox for one verification. In the rollout's sandbox time the lease is its
+        sandbox, as a remote provider's warm pool counts one: `start_s` the wait for it
+        (a new one's start included: the rollout waited for it), `teardown_s` the clean
+        or close after, `held_s` from asking to giving back; the provider's own charges
+        for the sandbox's life are left out, or the first rollout would carry the
+        pool's."""
+        clock = current_clock()
+        asked = time.perf_counter()
         async with self.slots:
             sandbox = self.idle.pop() if self.idle else None
             if sandbox is None:
                 try:
-                    sandbox = await self._open()
+                    sandbox = await _unclocked(self._open())
                 except (SandboxError, MissingDependency, OSError) as exc:
                     raise VerifierError(
                         f"the {self.provider.name!r} sandbox could not start: {exc}",
                         code="sandbox_unavailable",
                     ) from exc
+                finally:
+                    charge(clock, "start_s", time.perf_counter() - asked)
+            else:
+                charge(clock, "start_s", time.perf_counter() - asked)
+            if clock is not None:
+                clock.sandboxes += 1
             keep = False
+            returning: float | None = None
             try:
                 yield sandbox
-                keep = await self._clean(sandbox)
+                returning = time.perf_counter()
+                keep = await _unclocked(self._clean(sandbox))
             finally:
+                if returning is None:
+                    returning = time.perf_counter()
                 if keep:
                     self.idle.append(sandbox)
                 else:
-                    await self._close(sandbox)
+                    await _unclocked(self._close(sandbox))
+                ended = time.perf_counter()
+                charge(clock, "teardown_s", ended - returning)
+                if clock is not None:
+                    clock.bill({}, ended - asked)
 
     @staticmethod
     async def _clean(sandbox: Any) -> bool:

@@ -372,6 +372,30 @@ async def test_a_command_adapter_agent_in_a_docker_container() -> None:
     ]
 
 
+def remote() -> Any:
+    """A remote provider on a stand-in service (its sandboxes `local` ones with no
+    network) whose exec streams: loopback goes through the tunnel."""
+    from sandbox.remote_service import LocalService, StreamingServiceBackend
+
+    from nemo_gym.sandbox.remote.common import RemoteProvider
+
+    labels = {"team": "rl", "user": "alice", "workload": "cli-agent", "run": "r"}
+    return RemoteProvider(StreamingServiceBackend(LocalService()), labels=labels)
+
+
+@needs_local
+async def test_a_command_adapter_agent_on_a_remote_provider_through_the_tunnel() -> None:
+    provider = remote()
+    try:
+        rollout, _ = await _run(tiny(provider=provider))
+    finally:
+        await provider.aclose()
+    assert rollout.ok and rollout.reward == 1.0, rollout.failure
+    calls = rollout.trajectory.model_calls
+    assert [c.response.completion_token_ids[0] for c in calls] == [1000, 1001, 1002, 1003]
+    assert rollout.metadata["sandbox"]["sandboxes"] == 2  # the agent's and the grader's
+
+
 @needs_local
 async def test_the_process_provider_runs_the_same_agent_unisolated() -> None:
     rollout, _ = await _run(tiny(provider="process"))
@@ -413,6 +437,7 @@ async def test_exit_status_and_timeout_are_failures_with_their_kind() -> None:
     [
         pytest.param("local", marks=needs_local),
         pytest.param("docker", marks=needs_engine),
+        pytest.param("remote", marks=needs_local),
     ],
 )
 async def test_the_program_reaches_only_the_endpoint(provider: str) -> None:
@@ -434,10 +459,13 @@ async def test_the_program_reaches_only_the_endpoint(provider: str) -> None:
         name="probe",
         command=["python3", "-c", probe.replace("{", "{{").replace("}", "}}")],
     )
-    harness = CLIAgent(adapter, provider=docker() if provider == "docker" else provider)
+    made = {"docker": docker, "remote": remote}.get(provider)
+    harness = CLIAgent(adapter, provider=made() if made else provider)
     env = FixTheTest()
     rollout = await gym.rollout(env, ScriptedModel([]), env.tasks()[0], harness=harness)
     await harness.aclose()
+    if provider == "remote":
+        await harness._sandbox_provider().aclose()
     server.close()
     await server.wait_closed()
     assert rollout.ok and seen == 0, rollout.failure

@@ -12,8 +12,8 @@ generated from E2B's OpenAPI description, and `e2b.envd.process`, generated from
   uploads, parents created; 404 for a missing file).
 
 Each sandbox is a `local` (bubblewrap) sandbox, so commands really run, isolated.
-A command's stdin is gathered until it is closed and then given to the command in one
-go (the SDK's send/close sequence is honoured; interactive stdin is not). Like envd,
+A command started with stdin has it streamed and its stdout sent as it comes (each
+through the fake's agent, `remote_service.Attacher`), its stderr at the end. Like envd,
 a command killed by a signal ends with `exit_code=-1` and `status="signal: killed"`.
 Not served: templates, pause/resume, snapshots, metrics, watch, PTY.
 """
@@ -36,16 +36,16 @@ from protobuf import Oneof
 
 from nemo_gym.records import ExecResult, ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import WorkerSandbox
-from tests.sandbox.remote_service import FakeService, send_json
+from tests.sandbox.remote_service import Attacher, FakeService, send_json
 
 ENVD_VERSION = "0.6.7"
 
 
 @dataclass
 class FakeProcess:
-    stdin: bytearray = field(default_factory=bytearray)
-    stdin_closed: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[Any] | None = None
+    writer: asyncio.StreamWriter | None = None
+    """The command's stdin (and stdout's socket), for one started with stdin."""
+    task: asyncio.Future[Any] | None = None
 
 
 @dataclass
@@ -68,6 +68,7 @@ class E2BFake(FakeService):
         self.idempotent: dict[str, dict[str, Any]] = {}
         self._pids = itertools.count(100)
         self._process_app = ProcessASGIApplication(_ProcessService(self))
+        self.attacher = Attacher()
 
     # -- ASGI
 
@@ -117,7 +118,8 @@ class E2BFake(FakeService):
             limits=ResourceLimits(processes=256),
             network="host" if body.get("allowInternetAccess") else "none",
         )
-        box = await self._local.create(spec)
+        await self.attacher.start()
+        box = await self._local.create(self.attacher.local_spec(spec))
         self.created += 1
         self.sandboxes[sandbox_id] = FakeSandbox(
             sandbox_id,
@@ -257,21 +259,26 @@ class _ProcessService(Process):
         pid = next(self.fake._pids)
         proc = FakeProcess()
         sandbox.processes[pid] = proc
-        if not request.stdin:
-            proc.stdin_closed.set()
         config = request.process
-        yield _event("start", process_pb.ProcessEvent.StartEvent(pid=pid))
+        argv = [config.cmd, *config.args]
+        env, cwd = dict(config.envs), config.cwd or None
         try:
-            await proc.stdin_closed.wait()
-            proc.task = asyncio.ensure_future(
-                sandbox.box.exec(
-                    [config.cmd, *config.args],
-                    stdin=bytes(proc.stdin),
-                    env=dict(config.envs),
-                    cwd=config.cwd or None,
-                    timeout=3600,
+            reader = None
+            if request.stdin:
+                # Attached before the start event: the SDK sends stdin once it has a pid.
+                reader, proc.writer, proc.task = await self.fake.attacher.attach(
+                    sandbox.box, argv, env=env, cwd=cwd, timeout=3600
                 )
-            )
+            yield _event("start", process_pb.ProcessEvent.StartEvent(pid=pid))
+            if reader is not None:
+                while data := await reader.read(1 << 16):
+                    yield _event(
+                        "data", process_pb.ProcessEvent.DataEvent(output=Oneof("stdout", data))
+                    )
+            if proc.task is None:
+                proc.task = asyncio.ensure_future(
+                    sandbox.box.exec(argv, env=env, cwd=cwd, timeout=3600)
+                )
             try:
                 result = await proc.task
             except asyncio.CancelledError:
@@ -280,6 +287,8 @@ class _ProcessService(Process):
                 result = ExecResult(exit_code=-9)  # SendSignal killed it
         finally:
             sandbox.processes.pop(pid, None)
+            if proc.writer is not None:
+                proc.writer.close()
         for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
             if text:
                 yield _event(
@@ -302,20 +311,23 @@ class _ProcessService(Process):
     ) -> process_pb.SendInputResponse:
         proc = self._process(request.process, ctx)
         chunk = request.input.input
-        proc.stdin.extend(chunk.value if chunk is not None else b"")
+        if proc.writer is not None and chunk is not None and not proc.writer.is_closing():
+            proc.writer.write(chunk.value)
+            await proc.writer.drain()
         return process_pb.SendInputResponse()
 
     async def close_stdin(
         self, request: process_pb.CloseStdinRequest, ctx: Any
     ) -> process_pb.CloseStdinResponse:
-        self._process(request.process, ctx).stdin_closed.set()
+        proc = self._process(request.process, ctx)
+        if proc.writer is not None and proc.writer.can_write_eof():
+            proc.writer.write_eof()
         return process_pb.CloseStdinResponse()
 
     async def send_signal(
         self, request: process_pb.SendSignalRequest, ctx: Any
     ) -> process_pb.SendSignalResponse:
         proc = self._process(request.process, ctx)
-        proc.stdin_closed.set()
         if proc.task is not None:
             proc.task.cancel()  # the local sandbox kills the command on cancellation
         return process_pb.SendSignalResponse()

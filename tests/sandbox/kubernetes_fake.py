@@ -8,8 +8,9 @@ stdout, 2 stderr, 3 the final Status, and `255 <channel>` closing a stream). It 
 
 - `POST/GET/DELETE /api/v1/namespaces/{ns}/pods[/{name}]`, list by `labelSelector`
   (equality terms) with `limit`/`continue` pages, 409 `AlreadyExists`, 404 `NotFound`;
-- `GET /api/v1/namespaces/{ns}/pods/{name}/exec` over a websocket: the command starts
-  once stdin is closed (the fake buffers stdin and output: no streaming while it runs),
+- `GET /api/v1/namespaces/{ns}/pods/{name}/exec` over a websocket: with stdin (v5), the
+  command's stdin and stdout stream both ways as they come (through the fake's agent,
+  `remote_service.Attacher`), its stderr sent once it ended; without, it runs at once,
   exit codes of commands killed by a signal reported as 128 + signal, as the kubelet
   does; `activeDeadlineSeconds` enforced (the pod fails with `DeadlineExceeded`);
 - `POST /apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies`.
@@ -21,6 +22,7 @@ label the provider's NetworkPolicy selects (as an enforcing network plugin would
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import itertools
 import json
@@ -33,7 +35,15 @@ from nemo_gym.records import ResourceLimits, SandboxSpec
 from nemo_gym.sandbox.base import WorkerSandbox
 from nemo_gym.sandbox.local import LocalProvider
 from nemo_gym.sandbox.remote.kubernetes import NETWORK_LABEL
-from tests.sandbox.remote_service import LoopbackServer, exec_bytes
+from tests.sandbox.remote_service import Attacher, LoopbackServer, exec_bytes
+
+# The same for a streamed exec: stdin and stdout are the stream's (inherited); stderr
+# and the exit status come back as the runner's own stderr once the command ended.
+_STREAM_RUNNER = r"""
+import base64, json, subprocess, sys
+p = subprocess.run(sys.argv[1:], stderr=subprocess.PIPE)
+sys.stderr.write(json.dumps({"code": p.returncode, "err": base64.b64encode(p.stderr).decode()}))
+"""
 
 V5 = "v5.channel.k8s.io"
 V4 = "v4.channel.k8s.io"
@@ -68,6 +78,7 @@ class KubernetesFake:
     pending_polls: int = 1
     """How many reads of a new pod answer phase Pending before Running."""
     execs: int = 0
+    attacher: Attacher = field(default_factory=Attacher)
     url: str = ""
     _local: LocalProvider = field(default_factory=LocalProvider)
     _versions: Any = field(default_factory=lambda: itertools.count(1))
@@ -167,12 +178,15 @@ class KubernetesFake:
             return
         container = containers[0]
         labels = meta.get("labels") or {}
+        await self.attacher.start()
         box = await self._local.create(
-            SandboxSpec(
-                limits=FAKE_LIMITS,
-                network="none" if labels.get(NETWORK_LABEL) == "none" else "host",
-                env={e["name"]: e.get("value", "") for e in container.get("env") or []},
-                workdir=container.get("workingDir") or "/work",
+            self.attacher.local_spec(
+                SandboxSpec(
+                    limits=FAKE_LIMITS,
+                    network="none" if labels.get(NETWORK_LABEL) == "none" else "host",
+                    env={e["name"]: e.get("value", "") for e in container.get("env") or []},
+                    workdir=container.get("workingDir") or "/work",
+                )
             )
         )
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -297,17 +311,11 @@ class KubernetesFake:
             await send({"type": "websocket.close", "code": 1000})
             return
         self.execs += 1
-        stdin = bytearray()
         if (query.get("stdin") or ["false"])[0].lower() == "true" and protocol == V5:
-            while True:
-                message = await receive()
-                if message["type"] == "websocket.disconnect":
-                    return
-                data = message.get("bytes") or (message.get("text") or "").encode()
-                if data[:1] == b"\x00":
-                    stdin += data[1:]
-                elif data[:2] == b"\xff\x00":  # v5: the client closed stdin
-                    break
+            await self._exec_streamed(receive, send, pod.box, command)
+            return
+        # Without stdin (or on v4, which cannot close it) the command runs at once.
+        stdin = b""
         box = pod.box
         code, stdout, stderr = await exec_bytes(box, command, stdin=bytes(stdin), timeout=3600)
         code = code if code >= 0 else 128 - code
@@ -316,20 +324,67 @@ class KubernetesFake:
                 await send({"type": "websocket.send", "bytes": b"\x01" + stdout})
             if stderr:
                 await send({"type": "websocket.send", "bytes": b"\x02" + stderr})
-            if code == 0:
-                status: dict[str, Any] = {"metadata": {}, "status": "Success"}
-            else:
-                status = {
-                    "metadata": {},
-                    "status": "Failure",
-                    "message": f"command terminated with non-zero exit code: exit code {code}",
-                    "reason": "NonZeroExitCode",
-                    "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
-                }
-            await _frame(send, 3, status)
+            await _exit_status(send, code)
             await send({"type": "websocket.close", "code": 1000})
         except Exception:  # the client went away: nothing to tell it
             pass
+
+    async def _exec_streamed(self, receive: Any, send: Any, box: Any, command: list[str]) -> None:
+        """A v5 exec with stdin, streamed both ways as the kubelet does: stdin frames
+        reach the command as they come, its stdout is sent as it comes, its stderr at
+        the end (the fake's `local` sandbox gives stderr once the command ended)."""
+        reader, writer, task = await self.attacher.attach(
+            box, ["python3", "-I", "-c", _STREAM_RUNNER, *command], env={}, cwd=None, timeout=3600
+        )
+
+        async def inbound() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    break  # the client went away: the command's stdin ends
+                data = message.get("bytes") or (message.get("text") or "").encode()
+                if data[:1] == b"\x00":
+                    writer.write(data[1:])
+                    await writer.drain()
+                elif data[:2] == b"\xff\x00" and writer.can_write_eof():
+                    writer.write_eof()
+            writer.close()
+
+        feeding = asyncio.ensure_future(inbound())
+        try:
+            while data := await reader.read(1 << 16):
+                await send({"type": "websocket.send", "bytes": b"\x01" + data})
+            ran = await task
+            try:
+                outcome = json.loads(ran.stderr)
+            except ValueError:
+                outcome = {"code": -9, "err": ""}  # the runner itself was killed
+            code = outcome["code"] if outcome["code"] >= 0 else 128 - outcome["code"]
+            stderr = base64.b64decode(outcome["err"])
+            if stderr:
+                await send({"type": "websocket.send", "bytes": b"\x02" + stderr})
+            await _exit_status(send, code)
+            await send({"type": "websocket.close", "code": 1000})
+        except Exception:  # the client went away: nothing to tell it
+            pass
+        finally:
+            feeding.cancel()
+            writer.close()
+
+
+async def _exit_status(send: Any, code: int) -> None:
+    """The final Status frame (channel 3) of an exec that ended with `code`."""
+    if code == 0:
+        status: dict[str, Any] = {"metadata": {}, "status": "Success"}
+    else:
+        status = {
+            "metadata": {},
+            "status": "Failure",
+            "message": f"command terminated with non-zero exit code: exit code {code}",
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+        }
+    await _frame(send, 3, status)
 
 
 async def _frame(send: Any, channel: int, payload: dict[str, Any]) -> None:

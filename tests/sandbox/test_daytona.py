@@ -110,3 +110,32 @@ class TestDaytonaProvider(RemoteProviderChecks):
 
     def labels_held(self, sandbox_id: str) -> dict[str, str]:
         return dict(FAKE.sandboxes[sandbox_id].labels)
+
+
+def test_the_rollouts_clock_is_billed_the_resources_daytona_reports() -> None:
+    """Daytona's `Sandbox` carries its cpu, memory (GiB) and disk (GiB) quotas: the held
+    time is billed in those units, as the service reports them for the sandbox."""
+    from nemo_gym.sandbox.clock import SandboxClock, reset_clock, use_clock
+
+    async def main() -> SandboxClock:
+        clock = SandboxClock()
+        token = use_clock(clock)
+        try:
+            spec = SandboxSpec(
+                image="python:3.12-slim", limits=ResourceLimits(memory_bytes=2 << 30)
+            )
+            async with provider(cpu=3, disk_gib=7).start(spec) as box:
+                await box.exec("true")
+        finally:
+            reset_clock(token)
+        return clock
+
+    FAKE.requests.clear()
+    clock = asyncio.run(main())
+    assert any(m == "GET" and p.startswith("/api/sandbox/") for m, p in FAKE.requests)
+    assert clock.held_s >= clock.start_s + clock.exec_s > 0
+    times = clock.as_dict()
+    assert times["billed_vcpu_s"] == pytest.approx(3 * clock.held_s, abs=1e-5)
+    assert times["billed_memory_gib_s"] == pytest.approx(2 * clock.held_s, abs=1e-5)
+    assert times["billed_disk_gib_s"] == pytest.approx(7 * clock.held_s, abs=1e-5)
+    assert "billed_gpu_s" not in times  # no GPU: no unit, not a 0

@@ -39,7 +39,6 @@ class TestConformance(ConformanceSuite):
     provider = "e2b"
     options: ClassVar[dict[str, Any]] = OPTIONS
     skip: ClassVar[dict[str, str]] = {
-        "loopback_network": "an E2B sandbox cannot reach this host's 127.0.0.1 (ConfigError)",
         "owner_killed": "a remote sandbox outlives its owner until E2B's timeout (always "
         "set) or a reap; test_a_killed_runs_sandboxes_are_reaped_by_label covers it",
     }

@@ -41,7 +41,6 @@ class TestConformance(ConformanceSuite):
     provider = "kubernetes"
     options: ClassVar[dict[str, Any]] = OPTIONS
     skip: ClassVar[dict[str, str]] = {
-        "loopback_network": "a pod cannot reach this host's 127.0.0.1 (ConfigError)",
         "owner_killed": "a pod outlives its owner until activeDeadlineSeconds (always set) "
         "or a reap; test_a_killed_runs_pods_are_reaped_by_label covers it",
     }
@@ -121,10 +120,33 @@ def test_a_create_whose_reply_was_lost_is_retried_without_a_second_pod() -> None
     ]
 
 
-def test_loopback_network_is_refused_with_a_reason() -> None:
+def test_a_loopback_pod_has_no_network_and_its_tunnel_reaches_the_port() -> None:
+    """The pod is made with network "none" (the NetworkPolicy's label); the listed port
+    of this host answers through the tunnel over an exec websocket."""
+
     async def main() -> None:
-        with pytest.raises(ConfigError, match="loopback"):
-            await provider().create(SandboxSpec(network="loopback", ports=(8000,)))
+        async def pong(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(b"pong:" + await reader.readline())
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(pong, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        p = provider()
+        probe = (
+            "import socket\n"
+            f"s = socket.create_connection(('127.0.0.1', {port}), timeout=10)\n"
+            "s.sendall(b'ping\\n'); print(s.makefile().readline().strip())\n"
+        )
+        try:
+            async with p.start(SandboxSpec(network="loopback", ports=(port,))) as box:
+                labels = FAKE.pod(box.id).manifest["metadata"]["labels"]
+                assert labels[NETWORK_LABEL] == "none"
+                result = await box.exec(["python3", "-c", probe], timeout=30)
+                assert result.stdout.strip() == "pong:ping", result
+        finally:
+            await p.aclose()
+            server.close()
 
     asyncio.run(main())
 

@@ -26,7 +26,11 @@ from nemo_gym.sandbox.remote.common import (
     owner_alive,
     owner_token,
 )
-from tests.sandbox.remote_service import LocalService, LocalServiceBackend
+from tests.sandbox.remote_service import (
+    LocalService,
+    LocalServiceBackend,
+    StreamingServiceBackend,
+)
 
 pytestmark = pytest.mark.skipif(
     unavailable_reason() is not None, reason=f"needs the local provider: {unavailable_reason()}"
@@ -36,8 +40,9 @@ LABELS = {"team": "rl", "user": "alice", "workload": "swe-grpo", "run": "run-7"}
 
 
 def service_provider(**options: Any) -> RemoteProvider:
-    """A provider on a fresh stand-in service (for the conformance suite)."""
-    return RemoteProvider(LocalServiceBackend(LocalService()), labels=LABELS, **options)
+    """A provider on a fresh stand-in service (for the conformance suite), one with a
+    streaming exec, so `network="loopback"` is checked through the tunnel."""
+    return RemoteProvider(StreamingServiceBackend(LocalService()), labels=LABELS, **options)
 
 
 class TestConformance(ConformanceSuite):

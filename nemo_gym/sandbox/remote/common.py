@@ -17,7 +17,10 @@ A remote provider (a sandbox service reached over its SDK) implements one small
   that is checked (workdir and /tmp empty, no process left);
 - start, exec, teardown and held times, added to the `SandboxClock` of the running
   rollout, with the service's billing units where the backend reports its rates
-  (`BillingRates`).
+  (`BillingRates`);
+- `network="loopback"` where the backend streams an exec (`StreamingExec`): the
+  sandbox is made with no network and reaches this host's listed 127.0.0.1 ports
+  through a relay of our own over that stream (`nemo_gym.sandbox.remote.tunnel`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from nemo_gym.records import ExecResult, SandboxSpec
 from nemo_gym.sandbox import limits as _limits
 from nemo_gym.sandbox.base import Provider, argv_of, finish_despite_cancellation
 from nemo_gym.sandbox.clock import charge, current_clock, reset_clock, use_clock
+from nemo_gym.sandbox.remote.tunnel import StreamingExec, Tunnel, relay_argv
 
 logger = logging.getLogger(__name__)
 
@@ -434,16 +438,35 @@ class RemoteSandbox:
         """Billing units per second, as the service reported them (empty: it does not)."""
         self.held_since = time.perf_counter()
         """When its holder asked for it (`perf_counter`): the start of its billed hold."""
+        self.tunnel: Tunnel | None = None
+        """The loopback tunnel of a `network="loopback"` sandbox."""
 
     @property
     def alive(self) -> bool:
-        return not self._closed and self._broken is None
+        return not self._closed and self._broken is None and not self._tunnel_dead()
+
+    def _tunnel_dead(self) -> bool:
+        if self.tunnel is not None and self.tunnel.dead.is_set():
+            self._broken = self._broken or self.tunnel.reason
+            return True
+        return False
 
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxError(f"the {self.provider.name} sandbox {self.id} is closed")
+        self._tunnel_dead()
         if self._broken is not None:
             raise SandboxError(self._broken)
+
+    async def _guarded(self, call: Awaitable[T]) -> T:
+        """`call`, failed at once (`SandboxError`) if the loopback tunnel dies first: what
+        runs inside may be waiting on the policy endpoint it no longer reaches."""
+        if self.tunnel is None:
+            return await call
+        try:
+            return await self.tunnel.guard(call)
+        finally:
+            self._tunnel_dead()
 
     def _path(self, path: str) -> str:
         if not isinstance(path, str) or not path:
@@ -469,18 +492,20 @@ class RemoteSandbox:
         clock = current_clock()
         try:
             # Not retried: a command may have run before the reply was lost.
-            return await self.provider._call(
-                lambda: self.provider.backend.exec(
-                    self.id,
-                    argv,
-                    stdin=data,
-                    timeout=deadline,
-                    env=merged,
-                    cwd=self._path(cwd) if cwd is not None else self.spec.workdir,
-                    output_bytes=int(self.limits.output_bytes or 0),
-                ),
-                retry=False,
-                what="exec",
+            return await self._guarded(
+                self.provider._call(
+                    lambda: self.provider.backend.exec(
+                        self.id,
+                        argv,
+                        stdin=data,
+                        timeout=deadline,
+                        env=merged,
+                        cwd=self._path(cwd) if cwd is not None else self.spec.workdir,
+                        output_bytes=int(self.limits.output_bytes or 0),
+                    ),
+                    retry=False,
+                    what="exec",
+                )
             )
         finally:
             charge(clock, "exec_s", time.perf_counter() - started)
@@ -494,10 +519,12 @@ class RemoteSandbox:
         target = self._path(path)
         started = time.perf_counter()
         try:
-            await self.provider._call(
-                lambda: self.provider.backend.write_file(self.id, target, payload),
-                retry=True,
-                what="write_file",
+            await self._guarded(
+                self.provider._call(
+                    lambda: self.provider.backend.write_file(self.id, target, payload),
+                    retry=True,
+                    what="write_file",
+                )
             )
         finally:
             charge(current_clock(), "exec_s", time.perf_counter() - started)
@@ -508,10 +535,12 @@ class RemoteSandbox:
         target = self._path(path)
         started = time.perf_counter()
         try:
-            return await self.provider._call(
-                lambda: self.provider.backend.read_file(self.id, target),
-                retry=True,
-                what="read_file",
+            return await self._guarded(
+                self.provider._call(
+                    lambda: self.provider.backend.read_file(self.id, target),
+                    retry=True,
+                    what="read_file",
+                )
             )
         finally:
             charge(current_clock(), "exec_s", time.perf_counter() - started)
@@ -652,6 +681,12 @@ class RemoteProvider(Provider):
     async def create(self, spec: SandboxSpec | None = None) -> RemoteSandbox:
         """A started sandbox (a warm one where the pool has one for `spec`); close it."""
         spec = spec or self.default_spec
+        if spec.network == "loopback" and not isinstance(self.backend, StreamingExec):
+            raise ConfigError(
+                f"{self.name}: network='loopback' is not offered: it needs an exec whose "
+                f"stdin and stdout stream (the tunnel to this host runs over one), and the "
+                f"{self.name} backend has none; use network='none' or another provider"
+            )
         clock = current_clock()
         started = time.perf_counter()
         try:
@@ -676,9 +711,12 @@ class RemoteProvider(Provider):
 
     async def _create(self, spec: SandboxSpec) -> RemoteSandbox:
         key = uuid.uuid4().hex  # one per sandbox: a retried create cannot make a second
+        # loopback is ours to add (the tunnel): the service makes a sandbox with no network.
+        loopback = spec.network == "loopback"
+        made = spec.model_copy(update={"network": "none", "ports": ()}) if loopback else spec
         sandbox_id = await self._call(
             lambda: self.backend.create(
-                spec, labels=self.labels.as_dict(), timeout_s=self.timeout_s, idempotency_key=key
+                made, labels=self.labels.as_dict(), timeout_s=self.timeout_s, idempotency_key=key
             ),
             retry=self.backend.idempotent_create,
             what="create",
@@ -686,8 +724,11 @@ class RemoteProvider(Provider):
         self._live.add(sandbox_id)
         sandbox = RemoteSandbox(self, sandbox_id, spec)
         # Before anyone's exec runs: what lives now is the service's (its agent, a port
-        # forwarder), which `reset` must spare; anything later is a rollout's.
+        # forwarder) or the tunnel's relay, which `reset` must spare; anything later is a
+        # rollout's.
         try:
+            if spec.network == "loopback":
+                sandbox.tunnel = await self._open_tunnel(sandbox_id, spec.ports)
             found = await self._call(
                 lambda: self.backend.exec(
                     sandbox_id,
@@ -710,11 +751,26 @@ class RemoteProvider(Provider):
                 sandbox.rates = await self._rates(self.backend, sandbox_id)
         except BaseException:
             self._live.discard(sandbox_id)  # its slot is freed by the caller
-            await finish_despite_cancellation(self._delete(sandbox_id, release=False))
+            await finish_despite_cancellation(
+                self._delete(sandbox_id, release=False, sandbox=sandbox)
+            )
             raise
         stamp, _, sandbox.baseline = found.stdout.strip().partition(" ")
         sandbox.started_at = _changed_since(stamp)
         return sandbox
+
+    async def _open_tunnel(self, sandbox_id: str, ports: tuple[int, ...]) -> Tunnel:
+        backend = self.backend
+        assert isinstance(backend, StreamingExec)
+        return await Tunnel.open(
+            lambda: self._call(
+                lambda: backend.stream(sandbox_id, relay_argv(ports), env={}, cwd="/"),
+                retry=False,
+                what="exec (stream)",
+            ),
+            ports,
+            f"the {self.name} sandbox {sandbox_id}",
+        )
 
     async def _rates(self, backend: BillingRates, sandbox_id: str) -> dict[str, float]:
         try:
@@ -759,6 +815,7 @@ class RemoteProvider(Provider):
             fresh = RemoteSandbox(self, sandbox.id, sandbox.spec)
             fresh.baseline, fresh.started_at = sandbox.baseline, sandbox.started_at
             fresh.rates = sandbox.rates
+            fresh.tunnel = sandbox.tunnel
             # The reset is teardown time (its holder's aclose charges it): its execs
             # must not count as the rollout's execs too.
             token = use_clock(None)
@@ -771,11 +828,16 @@ class RemoteProvider(Provider):
                 return
             finally:
                 reset_clock(token)
-        await self._delete(sandbox.id)
+        await self._delete(sandbox.id, sandbox=sandbox)
 
-    async def _delete(self, sandbox_id: str, *, release: bool = True) -> None:
-        """Delete a sandbox of ours; `release=False` keeps its slot (the caller frees it)."""
+    async def _delete(
+        self, sandbox_id: str, *, release: bool = True, sandbox: RemoteSandbox | None = None
+    ) -> None:
+        """Delete a sandbox of ours (closing the tunnel of `sandbox` first); `release=False`
+        keeps its slot (the caller frees it)."""
         try:
+            if sandbox is not None and sandbox.tunnel is not None:
+                await sandbox.tunnel.aclose()
             await self._call(lambda: self.backend.delete(sandbox_id), retry=True, what="delete")
         finally:
             if sandbox_id in self._live and release:
@@ -788,7 +850,9 @@ class RemoteProvider(Provider):
         idle = [s for group in self._pool.idle.values() for s in group]
         self._pool.idle.clear()
         try:
-            await asyncio.gather(*(self._delete(s.id) for s in idle), return_exceptions=True)
+            await asyncio.gather(
+                *(self._delete(s.id, sandbox=s) for s in idle), return_exceptions=True
+            )
         finally:
             close = getattr(self.backend, "aclose", None)
             if close is not None:
@@ -840,6 +904,7 @@ __all__ = [
     "RemoteProvider",
     "RemoteSandbox",
     "RetryPolicy",
+    "StreamingExec",
     "TransientError",
     "guarded",
     "label_value",

@@ -14,6 +14,9 @@ the command's streams go to files the wrapper unlinks at once (so a reset that e
 cannot lose them) and prints back, base64, cut at the output cap. `timeout -s KILL`
 (coreutils) puts the command in a process group of its own and kills the group at the
 deadline; a cancelled exec kills that group with one more exec.
+
+The vCPUs, memory, disk and GPUs Daytona reports for a sandbox are its billing rates
+(`vcpu_s`, `memory_gib_s`, `disk_gib_s`, `gpu_s` in the rollout's sandbox time).
 """
 
 from __future__ import annotations
@@ -215,6 +218,21 @@ class DaytonaBackend:
             handle = await self._guard("get", client.get(sandbox_id))
             self._handles[sandbox_id] = handle
         return handle
+
+    async def rates(self, sandbox_id: str) -> dict[str, float]:
+        """Daytona bills a running sandbox by the second for its vCPUs, memory (GiB) and
+        disk (GiB), and GPUs where it has them: the quotas its API reports for the
+        sandbox (`Sandbox.cpu`, `memory`, `disk`, `gpu`, read fresh)."""
+        handle = await self._handle(sandbox_id)
+        await self._guard("rates", handle.refresh_data())
+        rates = {
+            "vcpu": float(handle.cpu),
+            "memory_gib": float(handle.memory),
+            "disk_gib": float(handle.disk),
+        }
+        if handle.gpu:
+            rates["gpu"] = float(handle.gpu)
+        return rates
 
     async def exec(
         self,

@@ -6,12 +6,15 @@ recorded. Each sandbox is created with the provider's `timeout_s` as E2B's sandb
 timeout (E2B kills it then, whoever holds it), the labels as its metadata and the
 create call's idempotency key. `spec.image` names the E2B template (default `base`).
 The vCPUs and memory E2B reports for a sandbox are its billing rates (`vcpu_s`,
-`memory_gib_s` in the rollout's sandbox time).
+`memory_gib_s` in the rollout's sandbox time). `network="loopback"` runs over a
+streamed command (`commands.run(background=True, stdin=True)`, `send_stdin`): see
+`nemo_gym.sandbox.remote.tunnel` (the template needs `python3`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import shlex
 from typing import Any
 
@@ -26,6 +29,8 @@ from nemo_gym.sandbox.remote.common import (
 )
 
 __all__ = ["E2BBackend", "E2BProvider"]
+
+logger = logging.getLogger(__name__)
 
 KILL_GRACE_S = 5.0
 
@@ -92,10 +97,8 @@ class E2BBackend:
     ) -> str:
         e2b = _sdk()
         if spec.network == "loopback":
-            raise ConfigError(
-                "e2b: network='loopback' is not offered (an E2B sandbox cannot reach this "
-                "host's 127.0.0.1); use 'none', or 'host' with a public policy endpoint"
-            )
+            # `RemoteProvider` makes a loopback sandbox with no network and adds the tunnel.
+            raise ConfigError("e2b: the service itself offers no network='loopback'")
         sandbox = await self._guard(
             "create",
             e2b.AsyncSandbox.create(
@@ -152,9 +155,15 @@ class E2BBackend:
         pid = handle.pid
         timed_out = False
         try:
-            if stdin:
-                await self._guard("exec", sandbox.commands.send_stdin(pid, stdin))
-            await self._guard("exec", sandbox.commands.close_stdin(pid))
+            try:
+                if stdin:
+                    await self._guard("exec", sandbox.commands.send_stdin(pid, stdin))
+                await self._guard("exec", sandbox.commands.close_stdin(pid))
+            except SandboxError as exc:
+                # envd forgets a command once it ends: one that exits without reading
+                # its stdin (`true`) is no error; its end is what `wait` reports.
+                if not isinstance(exc.__cause__, e2b.NotFoundException):
+                    raise
             async with asyncio.timeout(timeout):
                 result = await handle.wait()
             exit_code = result.exit_code
@@ -176,6 +185,27 @@ class E2BBackend:
             stdout_truncated=out.truncated,
             stderr_truncated=err.truncated,
         )
+
+    async def stream(
+        self, sandbox_id: str, argv: list[str], *, env: dict[str, str], cwd: str
+    ) -> E2BStream:
+        """`argv` with stdin sent as it comes (`send_stdin`) and stdout received as envd
+        streams it; no deadline (the sandbox's lifetime bounds it)."""
+        sandbox = self._handle(sandbox_id)
+        out: asyncio.Queue[bytes] = asyncio.Queue()
+        handle = await self._guard(
+            "exec",
+            sandbox.commands.run(
+                "exec " + shlex.join(argv),
+                background=True,
+                envs=env,
+                cwd=cwd,
+                stdin=True,
+                timeout=0,  # the SDK's "no limit"
+                on_stdout=lambda text: out.put_nowait(text.encode()),
+            ),
+        )
+        return E2BStream(self, sandbox, handle, out)
 
     async def _kill(self, sandbox: Any, pid: int) -> None:
         try:
@@ -217,6 +247,41 @@ class E2BBackend:
             for info in await self._guard("list", paginator.next_items()):
                 found.append(RemoteInfo(str(info.sandbox_id), dict(info.metadata or {})))
         return found
+
+
+class E2BStream:
+    """A running E2B command as an `ExecStream` (stdout text as envd decodes it: the
+    tunnel's frames are ASCII)."""
+
+    def __init__(self, backend: E2BBackend, sandbox: Any, handle: Any, out: asyncio.Queue[bytes]):
+        self.backend = backend
+        self.sandbox = sandbox
+        self.pid = int(handle.pid)
+        self._out = out
+        self._ended = False
+        self._waiter = asyncio.ensure_future(self._wait(handle))
+
+    async def _wait(self, handle: Any) -> None:
+        try:
+            await handle.wait()
+        except Exception as exc:  # an exit status or a lost connection: the stream ended
+            logger.debug("e2b: streamed command %d ended: %r", self.pid, exc)
+        finally:
+            self._out.put_nowait(b"")
+
+    async def send(self, data: bytes) -> None:
+        await self.backend._guard("exec", self.sandbox.commands.send_stdin(self.pid, data))
+
+    async def receive(self) -> bytes:
+        if self._ended:
+            return b""
+        data = await self._out.get()
+        self._ended = not data
+        return data
+
+    async def aclose(self) -> None:
+        self._waiter.cancel()
+        await self.backend._kill(self.sandbox, self.pid)
 
 
 class E2BProvider(RemoteProvider):

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import json
 import math
+import queue
 import threading
 import time
 import uuid
@@ -234,11 +236,8 @@ class KubernetesBackend:
         self, spec: SandboxSpec, *, labels: dict[str, str], timeout_s: float, idempotency_key: str
     ) -> str:
         if spec.network == "loopback":
-            raise ConfigError(
-                "kubernetes: network='loopback' is not offered (a pod cannot reach this "
-                "host's 127.0.0.1); use 'none', or 'host' with a policy endpoint the "
-                "cluster can reach"
-            )
+            # `RemoteProvider` makes a loopback pod with no network and adds the tunnel.
+            raise ConfigError("kubernetes: the cluster itself offers no network='loopback'")
         api = self._core()
         if spec.network == "none" and self.network_policy and not self._policy_made:
             await self._ensure_network_policy()
@@ -452,6 +451,49 @@ class KubernetesBackend:
             client.close()
         return _exit_code(status)
 
+    async def stream(
+        self, sandbox_id: str, argv: builtins.list[str], *, env: dict[str, str], cwd: str
+    ) -> KubernetesStream:
+        """`argv` over an exec websocket of its own, stdin written and stdout read as
+        they come, by a thread (the client's websocket is blocking)."""
+        k8s = _sdk()
+        from kubernetes.stream import stream
+
+        command = [
+            "/bin/sh",
+            "-c",
+            'cd "$1" || exit 126; shift; exec env "$@"',
+            "nemo-gym",
+            cwd,
+            *(f"{k}={v}" for k, v in env.items()),
+            *argv,
+        ]
+
+        def connect() -> tuple[Any, Any]:
+            client = k8s.client.ApiClient(self._core().api_client.configuration)
+            try:
+                ws = stream(
+                    k8s.client.CoreV1Api(client).connect_get_namespaced_pod_exec,
+                    sandbox_id,
+                    self.namespace,
+                    command=command,
+                    container=CONTAINER,
+                    stdin=True,
+                    stdout=True,
+                    stderr=True,
+                    tty=False,
+                    binary=True,
+                    _preload_content=False,
+                )
+            except k8s.client.exceptions.ApiException as exc:
+                client.close()
+                raise TransientError(f"kubernetes exec: {_reason(exc)}") from exc
+            ws._all = type("_Sink", (), {"write": lambda self, _: None})()
+            return ws, client
+
+        ws, client = await asyncio.to_thread(connect)
+        return KubernetesStream(ws, client, asyncio.get_running_loop())
+
     async def _kill(self, sandbox_id: str, marker: str) -> None:
         """Kill every process of one exec (they carry its marker), best effort."""
         try:
@@ -511,6 +553,62 @@ class KubernetesBackend:
             cwd="/",
             output_bytes=max(output_bytes, 1 << 16),
         )
+
+
+class KubernetesStream:
+    """One exec websocket as an `ExecStream`: a thread pumps it (stdin written from a
+    queue, stdout handed to the event loop as it comes, stderr dropped)."""
+
+    POLL_S = 0.02
+    """How long the pump waits for output before it looks for stdin again."""
+
+    def __init__(self, ws: Any, client: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._ws = ws
+        self._client = client
+        self._loop = loop
+        self._stdin: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        self._out: asyncio.Queue[bytes] = asyncio.Queue()
+        self._stop = threading.Event()
+        self._ended = False
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        ws = self._ws
+        try:
+            while ws.is_open() and not self._stop.is_set():
+                while not self._stdin.empty():
+                    ws.write_stdin(self._stdin.get_nowait())
+                ws.update(timeout=self.POLL_S)
+                data = ws.read_channel(1)
+                if data:
+                    self._loop.call_soon_threadsafe(self._out.put_nowait, bytes(data))
+                ws.read_channel(2)
+        except Exception:  # the connection is lost: the stream ends, as below
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                ws.close()
+            self._client.close()
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody reads
+                self._loop.call_soon_threadsafe(self._out.put_nowait, b"")
+
+    async def send(self, data: bytes) -> None:
+        if not self._thread.is_alive():
+            raise SandboxError("kubernetes exec: the stream has ended")
+        self._stdin.put(data)
+
+    async def receive(self) -> bytes:
+        if self._ended:
+            return b""
+        data = await self._out.get()
+        self._ended = not data
+        return data
+
+    async def aclose(self) -> None:
+        # Closing the websocket ends the command's stdin: the tunnel's relay exits on it.
+        self._stop.set()
+        await asyncio.to_thread(self._thread.join, 5)
 
 
 def _exit_code(status: bytes | str | None) -> int:
