@@ -38,6 +38,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "counter": "nemo_gym.envs.tools.counter:Counter",
         "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
         "genrm": "nemo_gym.envs.knowledge.genrm:GenRM",
+        "litmus": "nemo_gym.envs.knowledge.litmus:Litmus",
         "weather_report": "nemo_gym.envs.tools.weather_report:WeatherReport",
         "citations": "nemo_gym.envs.instructions.citations:Citations",
         "retail": "nemo_gym.envs.agents.retail:Retail",

@@ -161,6 +161,12 @@ PROMPT_DIFFERENCES: dict[tuple[str, str], str] = {
     ),
 }
 
+DIFFERENCES[("litmus_agent", "not_a_number", "litmus_agent-2")] = (
+    0.0,
+    1.0,
+    "'nan' as a yes/no answer is no answer, not yes",
+)
+
 # (server, reply) -> (the error NeMo Gym's server raises, why): replies NeMo Gym refuses
 # where we score.
 REFUSED_BY_NEMO_GYM: dict[tuple[str, str], tuple[str, str]] = {
@@ -336,6 +342,8 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out.update(ruler2_variants(task))
     if server == "generative_reward_model":
         out.update(genrm_variants(env, task))
+    if server == "litmus_agent":
+        out.update(litmus_variants(task))
     if server == "example_session_state_mgmt":
         gap = md["expected_count"] - md["initial_count"]
         # Reading the counter and adding in two steps, one count as a float NeMo Gym takes.
@@ -399,6 +407,46 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
                 )
             ]
     return out
+
+
+def litmus_variants(task: Task) -> dict[str, list[Message]]:
+    """Edge and adversarial replies for a `litmus_agent` row (oracle: the value in the
+    row's form). The last answer in the reply counts, thinking included."""
+    from nemo_gym.envs.knowledge.litmus import FORMATS
+
+    check = task.metadata["litmus"]
+    form = FORMATS[check["format"]][1]
+    gold = str(check["expected"])
+    prompt = task.messages[-1].content or ""
+    if check["type"] == "bool" and check["rule"] == "bool_eq":
+        other, loose, casing = "no", "yes, it passes", "Yes"
+    elif check["rule"] == "string_eq":
+        other, loose, casing = "ester", f"an {gold} group", f"  {gold.upper()}  "
+    else:
+        value = float(gold)
+        other, loose, casing = f"{value + 5:g}", f"about {value:g} in total", f"{value:g}.0"
+    out = {
+        "corrected": f"First {form.format(other)}, but on reflection {form.format(gold)}",
+        "retracted": f"{form.format(gold)}? No, recounting: {form.format(other)}",
+        "loose": form.format(loose),
+        "casing": form.format(casing),
+        "prompt_echo": prompt,
+        "not_a_number": form.format("nan"),
+        "in_thinking": f"<think>{form.format(gold)}</think>I cannot tell.",
+    }
+    if check["rule"] in ("exact", "abs_window"):
+        value = float(gold)
+        tol = float(check["params"].get("abs_tol", 0.0))
+        # `exact` rounds both sides; `abs_window` takes the window's edge.
+        out["inside"] = form.format(f"{value + (0.4 if check['rule'] == 'exact' else tol * 0.9):g}")
+        out["outside"] = form.format(
+            f"{value + (0.6 if check['rule'] == 'exact' else tol * 1.1):g}"
+        )
+        out["hedge"] = form.format(f"{value + 1:g} or {gold}")
+    replies = {name: [Message.assistant(text)] for name, text in out.items()}
+    # An answer only in the reasoning (a Responses reasoning item): not the reply's.
+    replies["reasoning_only"] = [Message.assistant("I cannot tell.", reasoning=form.format(gold))]
+    return replies
 
 
 def genrm_variants(env: Any, task: Task) -> dict[str, list[Message]]:

@@ -116,7 +116,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "job_bench": ("issue 23", _SWE + " (an agent sandbox, then a judge)"),
     "labbench2_vlm": ("unsupported", _VISION + " (figures and tables)"),
     "legal_agent_bench": ("issue 23", _SWE + " (a Harbor task)"),
-    "litmus_agent": ("later", "schema-typed answer extraction, to port"),
     "longmt_eval": ("later", "SEGALE document alignment and its metrics, to port"),
     "math_formal_lean": ("later", _SANDBOX + " (a Lean 4 and Mathlib image)"),
     "math_with_code": (
