@@ -41,9 +41,18 @@ def test_the_sample_runs() -> None:
 @pytest.mark.parametrize(
     ("fields", "reply", "reward"),
     [
-        # the last capture counts: a reply that corrects itself is scored on its final word
-        ({"answer_type": "float", "match": {"rule": "exact"}}, "((5)) no: ((3.4))", 1.0),
-        ({"answer_type": "float", "match": {"rule": "exact"}}, "((3)) no: ((3.6))", 0.0),
+        ({"answer_type": "float", "match": {"rule": "exact"}}, "((3.4))", 1.0),
+        ({"answer_type": "float", "match": {"rule": "exact"}}, "((3.6))", 0.0),
+        # one answer: candidates are a hedge (NeMo Gym scores the last, here 1)
+        ({"answer_type": "float", "match": {"rule": "exact"}}, "((5)) no: ((3))", 0.0),
+        ({"answer_type": "float", "match": {"rule": "exact"}}, "((5 or 3))", 0.0),
+        ({"answer_type": "float"}, "Format: \\boxed{...}. So \\boxed{3}", 0.0),
+        (
+            {"answer_type": "float", "answer_format": "fmt_07"},
+            "Form: \\boxed{...}. \\boxed{3}",
+            1.0,
+        ),
+        ({"answer_type": "float"}, "((3)), and again ((3.0))", 1.0),
         # isclose by default, at the env's 1e-6
         ({"answer_type": "float"}, "((3.0000001))", 1.0),
         ({"answer_type": "float"}, "((3.001))", 0.0),

@@ -166,6 +166,17 @@ DIFFERENCES[("litmus_agent", "not_a_number", "litmus_agent-2")] = (
     1.0,
     "'nan' as a yes/no answer is no answer, not yes",
 )
+DIFFERENCES[("litmus_agent", "corrected", "*")] = (
+    0.0,
+    1.0,
+    "two different answers in the asked form are a hedge, no answer",
+)
+for _row in ("litmus_agent-0", "litmus_agent-1", "litmus_agent-4"):
+    DIFFERENCES[("litmus_agent", "hedge", _row)] = (
+        0.0,
+        1.0,
+        "a capture naming two different numbers is a hedge, no answer",
+    )
 
 # (server, reply) -> (the error NeMo Gym's server raises, why): replies NeMo Gym refuses
 # where we score.

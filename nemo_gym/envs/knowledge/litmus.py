@@ -6,9 +6,11 @@ forms: `((x))`, `\\boxed{x}`, `<final_answer>x</final_answer>`, `**Answer: x**`,
 `answer_type` (`float`, `bool` or `string`) and optionally `match`, a comparison rule
 with its parameters (`exact`: equal once rounded; `isclose`; `abs_window`/`rel_window`
 with `abs_tol`/`rel_tol`; `bool_eq`; `string_eq`: case and runs of spaces ignored).
-The last match in the reply is its answer, so a reply that corrects itself is scored on
-its final word. Legacy rows with a `property_type` and no `answer_type` read numbers and
-compare counts, fragments and booleans as rounded integers, as NeMo Gym does. A yes/no
+The reply must commit to one answer: every capture of the form that reads as a value must
+read as the same one; two different values (a reply listing candidates, or correcting
+itself) are no answer, where NeMo Gym scores the last. Legacy rows with a `property_type`
+and no `answer_type` read numbers and compare counts, fragments and booleans as rounded
+integers, as NeMo Gym does. A yes/no
 answer is a yes/no word or a number (0 is no); "nan" and "inf" are no answer (NeMo Gym
 reads them as yes).
 
@@ -96,14 +98,15 @@ def _bool(text: str) -> float | None:
 
 
 def _number(text: str) -> float | None:
-    """The capture as a number, else its last number-like token (NeMo Gym's fallback)."""
+    """The capture as a number, else the one number it names. Two different numbers are a
+    hedge, no answer (NeMo Gym takes the last: "((4 or 3))" is 3)."""
     text = text.strip()
     try:
         return float(text)
     except ValueError:
         pass
-    found = _NUMBER.findall(text)
-    return float(found[-1]) if found else None
+    found = {float(n) for n in _NUMBER.findall(text)}
+    return found.pop() if len(found) == 1 else None
 
 
 def _normal(value: object) -> str:
@@ -217,18 +220,24 @@ def _number_or_none(value: object) -> float | None:
 
 
 def extract(text: str, check: Mapping[str, Any]) -> float | str | None:
-    """The reply's answer: the last capture of the row's regex, read as its type."""
+    """The reply's answer: the one value the captures of the row's regex read as, or None."""
     pattern = re.compile(check["regex"], re.S) if "regex" in check else FORMATS[check["format"]][0]
-    matches = pattern.findall(text.strip())
-    if not matches:
-        return None
-    last = matches[-1]
-    if isinstance(last, tuple):  # a format with nested groups: the first non-empty one
-        last = next((group for group in last if group), "")
-    raw = last.strip()
-    if check["parse"] == STRING:
-        return raw
-    return _bool(raw) if check["parse"] == BOOL else _number(raw)
+    values: dict[Any, float | str] = {}
+    for found in pattern.findall(text.strip()):
+        if isinstance(found, tuple):  # a format with nested groups: the first non-empty one
+            found = next((group for group in found if group), "")
+        raw = found.strip()
+        value: float | str | None
+        if check["parse"] == STRING:
+            value = raw
+        else:
+            value = _bool(raw) if check["parse"] == BOOL else _number(raw)
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            values[_normal(value) if isinstance(value, str) else value] = value
+    # Answers that differ are a hedge (a list of candidates), no answer; NeMo Gym scores the
+    # last, so listing guesses with the gold last would earn the reward. The same answer
+    # repeated, or a template echoed beside it ("\boxed{...}"), is one answer.
+    return next(iter(values.values())) if len(values) == 1 else None
 
 
 def score(
@@ -253,8 +262,10 @@ def score(
 def _verifier(rel_tol: float, abs_tol: float) -> VerifyFunction:
     async def verify_litmus(task: Task, trajectory: Trajectory) -> Rewards:
         check = task.metadata["litmus"]
-        # NeMo Gym reads every assistant message of the response, thinking included.
-        texts = [m.content for m in trajectory.messages if m.role == "assistant" and m.content]
+        # NeMo Gym reads every assistant message of the response (not the prompt's),
+        # thinking included.
+        reply = trajectory.messages[len(task.messages) :]
+        texts = [m.content for m in reply if m.role == "assistant" and m.content]
         predicted = extract("\n".join(texts), check)
         reward = score(predicted, check, rel_tol=rel_tol, abs_tol=abs_tol)
         return Rewards(
@@ -293,7 +304,7 @@ class Litmus(DatasetEnv):
     name = "litmus"
     version = "1"
     domain = "knowledge"
-    verification = "the last answer in the row's form, compared by the row's rule"
+    verification = "the one answer in the row's form, compared by the row's rule"
     source = "4 chemistry rows written by us; NeMo Gym's litmus_agent layout"
     license = "Apache-2.0"
     sample = "knowledge/data/litmus.jsonl"
