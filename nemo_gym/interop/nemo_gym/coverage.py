@@ -107,7 +107,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "gui_coordinate": ("unsupported", _VISION),
     "gymnasium": ("unsupported", "not a server: NeMo Gym's base class for game servers"),
     "ifbench": ("later", "IFBench's 57 checks; some need a part-of-speech tagger and NLTK data"),
-    "iheval": ("later", "rule checks of instruction priority, to port"),
     "image_tools": ("unsupported", _VISION),
     "imo_proofbench_judge": ("later", _JUDGE + " (a grading rubric)"),
     "indian_banking": ("later", _JUDGE + " (a tool world with a simulated customer)"),

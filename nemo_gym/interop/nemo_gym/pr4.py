@@ -1,5 +1,5 @@
 """More NeMo Gym servers (see `servers.py` for how a `Server` maps rows to tasks): rule-based
-answer extraction ported in the third round. `servers.SERVERS` includes these."""
+scoring ported in the third round. `servers.SERVERS` includes these."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ def _litmus(row: Row, server: str) -> Task:
     return row_task(row, server, answer=str(check["expected"]), litmus=check)
 
 
+def _iheval(row: Row, server: str) -> Task:
+    from nemo_gym.envs.instructions.iheval import iheval_check
+
+    return row_task(row, server, iheval=iheval_check(row))
+
+
 def _litmus_options(rows: Sequence[Row]) -> dict[str, Any]:
     # NeMo Gym's configs/litmus_agent.yaml: float_rel_tol and float_abs_tol, 1e-6 each.
     return {"rel_tol": 1e-6, "abs_tol": 1e-6}
@@ -27,4 +33,5 @@ def _litmus_options(rows: Sequence[Row]) -> dict[str, Any]:
 
 PR4_SERVERS: list[Server] = [
     Server("litmus_agent", "litmus", _litmus, _litmus_options),
+    Server("iheval", "iheval", _iheval),
 ]
