@@ -108,9 +108,10 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "gymnasium": ("unsupported", "not a server: NeMo Gym's base class for game servers"),
     "ifbench": (
         "later",
-        "IFBench's 58 checks to port (IFBench is not on PyPI); NLTK data: `ratio:stop_words` "
+        "IFBench's 57 checks to port (IFBench is not on PyPI); NLTK data: `ratio:stop_words` "
         "reads the stopwords list, `words:start_verb` NLTK's part-of-speech tagger model, "
-        "three checks `word_tokenize` (punkt); spaCy's model is downloaded but unused",
+        "`words:keywords_specific_position`, `words:words_position` and `format:title_case` "
+        "`word_tokenize` (punkt); spaCy's model is downloaded but unused",
     ),
     "image_tools": ("unsupported", _VISION),
     "imo_proofbench_judge": ("later", _JUDGE + " (a grading rubric)"),
