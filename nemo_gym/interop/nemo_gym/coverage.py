@@ -105,8 +105,13 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "google_search": ("unsupported", _WEB + " (Google search)"),
     "gui_coordinate": ("unsupported", _VISION),
     "gymnasium": ("unsupported", "not a server: NeMo Gym's base class for game servers"),
-    "ifbench": ("later", "IFBench's 57 checks; some need a part-of-speech tagger and NLTK data"),
-    "iheval": ("later", "rule checks of instruction priority, to port"),
+    "ifbench": (
+        "later",
+        "IFBench's 57 checks to port (IFBench is not on PyPI); NLTK data: `ratio:stop_words` "
+        "reads the stopwords list, `words:start_verb` NLTK's part-of-speech tagger model, "
+        "`words:keywords_specific_position`, `words:words_position` and `format:title_case` "
+        "`word_tokenize` (punkt); spaCy's model is downloaded but unused",
+    ),
     "image_tools": ("unsupported", _VISION),
     "imo_proofbench_judge": ("later", _JUDGE + " (a grading rubric)"),
     "indian_banking": (
@@ -120,8 +125,12 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "job_bench": ("issue 23", _SWE + " (an agent sandbox, then a judge)"),
     "labbench2_vlm": ("unsupported", _VISION + " (figures and tables)"),
     "legal_agent_bench": ("issue 23", _SWE + " (a Harbor task)"),
-    "litmus_agent": ("later", "schema-typed answer extraction, to port"),
-    "longmt_eval": ("later", "SEGALE document alignment and its metrics, to port"),
+    "longmt_eval": (
+        "unsupported",
+        "its reward is COMETKiwi's quality estimate (a neural reward model NeMo Gym serves on "
+        "a GPU node, weights downloaded at start-up), after LASER2 embeddings and an ersatz "
+        "segmenter, both also downloaded models; no rule to port",
+    ),
     "math_formal_lean": ("later", _SANDBOX + " (a Lean 4 and Mathlib image)"),
     "math_with_code": (
         "later",
@@ -187,7 +196,12 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "verifif": ("later", "VerifIF's validators, with a judge for some"),
     "vibench": ("issue 23", _SWE + " (a web app built and tested in a container)"),
     "vlm_eval_kit": ("unsupported", _VISION),
-    "widesearch": ("later", "Markdown-table scoring, with a judge for some columns"),
+    "widesearch": (
+        "later",
+        "Markdown-table scoring with `judge=`: its judge prompts depend on earlier judge "
+        "replies (column alignment, then the matched rows per column), which the judge "
+        "protocol (prompts built up front) does not express yet; needs `dateparser`",
+    ),
     "workspace_bench": ("issue 23", _SWE + " (an agent sandbox, then a judge sandbox)"),
 }
 
