@@ -293,9 +293,9 @@ def test_a_session_with_a_wrong_token_is_refused() -> None:
     FAKE.protocol_errors.clear()
 
 
-def test_output_written_to_the_terminal_cannot_forge_the_report() -> None:
-    """A command that writes a report of its own to the terminal (it knows no tag) does
-    not change what the exec returns."""
+def test_output_imitating_the_report_does_not_forge_it() -> None:
+    """A command printing report lines of its own (it knows no session tag) gets them back
+    as its stdout, and its own exit code."""
 
     async def main() -> Any:
         provider = get("ecs", **OPTIONS, labels=LABELS)
