@@ -19,8 +19,9 @@ client's): the token checked, the handshake (request, response, complete), every
 frame's header length, payload length and SHA-256 digest checked, the client's input
 sequence numbers checked, its messages acknowledged and ours required acknowledged,
 output as a terminal gives it (stdout and stderr merged, LF as CRLF, 1024-byte
-messages), then `channel_closed`. Faults: output sent out of order and resent. Not
-modelled: the terminal's echo of keystrokes (the client sends none), KMS encryption,
+messages), then `channel_closed`. Faults: output sent out of order and resent; a
+handshake asking for KMS encryption (which the client refuses). Not modelled: the
+terminal's echo of keystrokes (the client sends none), KMS encryption itself,
 `ResumeSession`.
 """
 
@@ -113,6 +114,9 @@ class EcsFake:
         """What the client sent that the agent would refuse (the tests expect none)."""
         self.unacked = 0
         """Output messages of closed sessions that the client never acknowledged."""
+        self.kms_key: str | None = None
+        """A KMS key the cluster's executeCommandConfiguration names: the agent asks the
+        client for KMS encryption in the handshake."""
         self.reorder_output = False
         """Send each session's output messages pairwise swapped (and the first twice)."""
         self._ids = itertools.count(1)
@@ -360,6 +364,10 @@ class EcsFake:
                     }
                 ],
             }
+            if self.kms_key:
+                request["RequestedClientActions"].append(
+                    {"ActionType": "KMSEncryption", "ActionParameters": {"KMSKeyId": self.kms_key}}
+                )
             started = time.monotonic()
             await agent.output(json.dumps(request).encode(), 5)
             response = await asyncio.wait_for(agent.inputs.get(), 30)
@@ -370,6 +378,13 @@ class EcsFake:
             ):
                 self.protocol_errors.append(f"bad handshake response: {response}")
                 await send({"type": "websocket.close", "code": 1002})
+                return
+            if self.kms_key and not any(
+                a.get("ActionType") == "KMSEncryption" and a.get("ActionStatus") == 1
+                for a in actions
+            ):
+                # The agent cannot encrypt for a client that refused: it ends the session.
+                await send({"type": "websocket.close", "code": 1000})
                 return
             complete = {
                 "HandshakeTimeToComplete": int((time.monotonic() - started) * 1e9),

@@ -309,3 +309,25 @@ def test_output_imitating_the_report_does_not_forge_it() -> None:
 
     ran = asyncio.run(main())
     assert ran.exit_code == 1 and "X:EXIT:0" in ran.stdout
+
+
+def test_a_session_asking_for_kms_encryption_fails_the_exec_saying_so() -> None:
+    async def main() -> None:
+        b = backend()
+        arn = await b.create(
+            SandboxSpec(), labels=labels("kms"), timeout_s=60, idempotency_key="kms-1"
+        )
+        try:
+            await b.exec(
+                arn, ["true"], stdin=b"", timeout=10, env={}, cwd="/work", output_bytes=100
+            )
+        finally:
+            await b.delete(arn)
+
+    FAKE.kms_key = "arn:aws:kms:us-east-1:123456789012:key/fake"
+    try:
+        with pytest.raises(SandboxError, match="KMS encryption") as info:
+            asyncio.run(main())
+    finally:
+        FAKE.kms_key = None
+    assert info.value.code == "sandbox_unavailable"
