@@ -15,12 +15,14 @@ container's `sleep N` ends; its container is a `local` (bubblewrap) sandbox.
 `ExecuteCommand` answers a session whose `streamUrl` is a websocket here, where the SSM
 agent's side of the data channel is spoken as AWS's session-manager-plugin expects it
 (its `src/message` and `src/datachannel`), with a frame codec of its own (not the
-client's): the token checked, the handshake (request, response, complete), every
-frame's header length, payload length and SHA-256 digest checked, the client's input
-sequence numbers checked, its messages acknowledged and ours required acknowledged,
-output as a terminal gives it (stdout and stderr merged, LF as CRLF, 1024-byte
-messages), then `channel_closed`. Faults: output sent out of order and resent; a
-handshake asking for KMS encryption (which the client refuses). Not modelled: the
+client's): the token checked, the handshake (request, response, complete), every frame's
+header length, payload length and SHA-256 digest checked, the client's input sequence
+numbers checked, its messages acknowledged and ours required acknowledged, the command
+split into argv and run as the agent does in a container (amazon-ssm-agent's
+`shell_unix.go`: `google/shlex`, here Python's `shlex`, which agree on what `shlex.join`
+writes), output as its terminal gives it (stdout and stderr merged, LF as CRLF,
+1024-byte messages), then `channel_closed`. Faults: output sent out of order and resent;
+a handshake asking for KMS encryption (which the client refuses). Not modelled: the
 terminal's echo of keystrokes (the client sends none), KMS encryption itself,
 `ResumeSession`.
 """

@@ -9,13 +9,14 @@ trainer's: `reap()` and `gym sandbox reap ecs`.
 
 Exec and files go through `ExecuteCommand`, which opens an SSM Session Manager session
 (`nemo_gym.sandbox.remote.ssm` speaks its data channel). ECS offers interactive sessions
-only: the command runs on a terminal, which merges stdout and stderr, rewrites line ends,
-reports no exit code and takes input as keystrokes. So each exec is wrapped
+only: the agent splits the command into argv (`google/shlex`; we write it with
+`shlex.join`) and runs it on a terminal, which merges stdout and stderr, rewrites line
+ends, reports no exit code and takes input as keystrokes. So each exec is wrapped
 (`RUN_SCRIPT`): the command runs with its output in files, and the wrapper then prints
 both, capped and base64-encoded, and the exit code, between lines tagged with a
 per-session random tag. Stdin (and a file's bytes) go in as base64 command arguments, a
-chunk of `UPLOAD_CHUNK` bytes per session, into a file the command reads. The deadline is
-`timeout -s KILL` inside, and a second session kills what carries the exec's marker
+chunk of `UPLOAD_CHUNK` bytes per session, into a file the command reads. The deadline
+is `timeout -s KILL` inside, and a second session kills what carries the exec's marker
 (`shell.MARKED_KILL`). The task's image needs `/bin/sh`, `timeout`, `cat`, `head`,
 `base64`, `mkdir`, `tr`, `grep` and `kill` (coreutils or busybox), and the task role the
 SSM messages permissions ECS Exec needs.
