@@ -33,6 +33,9 @@ Rows (milliseconds, median and p90 over --n runs):
   `modal`: the real Modal SDK against its loopback gRPC fake (`tests/sandbox/modal_fake.py`):
   an exec is five calls to the task command router (start, stdin, two output streams,
   wait) plus the wrapper, beside `local`.
+  `ecs`: real boto3 against the loopback ECS fake (`tests/sandbox/ecs_fake.py`), tasks as
+  `local` sandboxes: an exec is an `ExecuteCommand` call and an SSM data channel session
+  (websocket, handshake, acknowledged output) plus the report wrapper, beside `local`.
 - `floor: ...`: what the machine charges for the primitives underneath: a bare
   `os.fork()` + `os._exit` + `waitpid` of a small Python process (the worker's imports,
   no sandbox), and `posix_spawn` of `/bin/true`. The fork path cannot beat the first.
@@ -299,6 +302,27 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
         )
     except ImportError:
         print("skipping modal: the modal extra is not installed")
+    ecs_fake = None
+    try:
+        import boto3  # noqa: F401
+
+        from tests.sandbox.ecs_fake import EcsFake
+
+        ecs_fake = EcsFake()
+        ecs_url = ecs_fake.start()
+        # The fake checks only that requests are signed: these never leave the machine.
+        os.environ.update(AWS_ACCESS_KEY_ID="AKIAFAKEFAKEFAKE", AWS_SECRET_ACCESS_KEY="fake")
+        os.environ.pop("AWS_PROFILE", None)
+        ecs = get(
+            "ecs",
+            subnets=["subnet-0abc"],
+            region="us-east-1",
+            endpoint_url=ecs_url,
+            labels=labels,
+        )
+        providers.append(("ecs (boto3 + SSM channel, loopback fake)", ecs))
+    except ImportError:
+        print("skipping ecs: the ecs extra is not installed")
     enroot_dir = tempfile.mkdtemp(prefix="nemo_gym_bench_enroot_")
     providers.append(("enroot (CLI, stand-in enroot)", _enroot_stand_in(Path(enroot_dir))))
     rows = []
@@ -326,6 +350,8 @@ async def bench_remote(n: int) -> list[tuple[str, float, float]]:
         kube.stop()
     if modal_fake is not None:
         modal_fake.stop()
+    if ecs_fake is not None:
+        ecs_fake.stop()
     shutil.rmtree(enroot_dir, ignore_errors=True)
     return rows
 

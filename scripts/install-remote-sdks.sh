@@ -28,6 +28,10 @@ if ! "$PY" -c "import boto3" 2>/dev/null; then
         "s3transfer==0.19.3"
     "$PY" -c "import boto3; boto3.client('ecs', region_name='us-east-1')"
 fi
+# ECS Exec's data channel is a websocket (the `ecs` extra's other package; no deps).
+if ! "$PY" -c "import websockets.asyncio.client" 2>/dev/null; then
+    "$PY" -m pip install -q "websockets>=13"
+fi
 if ! "$PY" -c "import opensandbox" 2>/dev/null; then
     "$PY" -m pip install -q --no-deps "opensandbox==1.1.1" "httpx-sse==0.4.3"
     "$PY" -c "from opensandbox import Sandbox"

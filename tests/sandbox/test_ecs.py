@@ -1,8 +1,7 @@
-"""The `ecs` backend's control plane through the real boto3 client, against a loopback fake
-of the ECS API validated by botocore's own service model (`tests/sandbox/ecs_fake.py`).
-
-Exec is not available on ECS yet (see the module doc of `nemo_gym.sandbox.remote.ecs`):
-there is no conformance suite here, and the provider refuses to create sandboxes.
+"""The `ecs` provider through the real boto3 client, against a loopback fake of the ECS
+API validated by botocore's own service model and of ECS Exec's SSM data channel
+(`tests/sandbox/ecs_fake.py`): the conformance suite (directly and through a warm pool),
+the task's bounds and tags, reaping, and the data channel's protocol.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import json
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -21,9 +20,17 @@ pytest.importorskip("boto3", reason="the ecs extra is not installed (pip install
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import SandboxSpec
 from nemo_gym.sandbox import get
+from nemo_gym.sandbox.conformance import ConformanceSuite
+from nemo_gym.sandbox.local import unavailable_reason
 from nemo_gym.sandbox.remote.common import Labels, label_key
-from nemo_gym.sandbox.remote.ecs import STARTED_BY, EcsBackend, EcsProvider
+from nemo_gym.sandbox.remote.ecs import STARTED_BY, UPLOAD_CHUNK, EcsBackend, EcsProvider
+from nemo_gym.sandbox.remote.ssm import ClientMessage, SsmProtocolError
 from tests.sandbox.ecs_fake import EcsFake
+
+pytestmark = pytest.mark.skipif(
+    unavailable_reason() is not None,
+    reason=f"the fake's tasks are local sandboxes: {unavailable_reason()}",
+)
 
 FAKE = EcsFake()
 URL = FAKE.start()
@@ -71,7 +78,9 @@ def test_run_task_is_tagged_idempotent_bounded_and_waited_for() -> None:
     assert params["clientToken"] == "k" * 40 and params["taskDefinition"] == "sandbox:3"
     assert {t["key"]: t["value"] for t in params["tags"]} == labels("run")
     (override,) = params["overrides"]["containerOverrides"]
-    assert override["command"] == ["sleep", "1800"]  # the task's own lifetime
+    # the task's own lifetime, after making the workdir
+    assert override["command"][:2] == ["/bin/sh", "-c"]
+    assert override["command"][3:] == ["/work", "1800"]
     assert override["environment"] == [{"name": "A", "value": "1"}]
     network = params["networkConfiguration"]["awsvpcConfiguration"]
     assert network == {
@@ -179,14 +188,6 @@ def test_stopping_a_task_that_is_gone_succeeds() -> None:
     asyncio.run(backend().delete(arn))
 
 
-def test_create_is_refused_before_anything_starts() -> None:
-    before = len(FAKE.tasks)
-    with pytest.raises(SandboxError, match="ExecuteCommand") as info:
-        asyncio.run(get("ecs", **OPTIONS, labels=LABELS).create())
-    assert info.value.code == "sandbox_unavailable"
-    assert len(FAKE.tasks) == before
-
-
 def test_bad_configuration_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="subnets"):
         asyncio.run(
@@ -213,3 +214,120 @@ def test_the_fake_refuses_what_the_service_model_refuses() -> None:
 
     with pytest.raises(ClientError, match="FARGATE only"):
         client.run_task(taskDefinition="sandbox:3", launchType="EC2")
+
+
+class TestConformance(ConformanceSuite):
+    provider = "ecs"
+    options: ClassVar[dict[str, Any]] = {**OPTIONS, "labels": LABELS}
+    skip: ClassVar[dict[str, str]] = {
+        "loopback_network": "a task cannot reach this host's 127.0.0.1 (ConfigError)",
+        "owner_killed": "a task outlives its owner until its sleep (always set) ends or a "
+        "reap; test_a_killed_runs_tasks_are_reaped_by_tag covers it",
+    }
+
+
+class TestConformanceThroughPool(TestConformance):
+    options: ClassVar[dict[str, Any]] = {**OPTIONS, "labels": LABELS, "pool_size": 2}
+
+
+def test_exec_speaks_the_data_channel_as_the_agent_expects() -> None:
+    """Each exec is a session whose handshake, sequence numbers, digests and
+    acknowledgements the fake agent checks; stdin and a file larger than one upload chunk
+    arrive whole, through output that came out of order and resent."""
+    data = bytes(range(256)) * (UPLOAD_CHUNK // 256 * 2 + 3)
+
+    async def main() -> tuple[Any, bytes]:
+        provider = get("ecs", **OPTIONS, labels=LABELS)
+        box = await provider.create()
+        try:
+            ran = await box.exec(["sh", "-c", "wc -c; echo err >&2; exit 3"], stdin=data)
+            await box.write_file("/work/sub/blob", data)
+            return ran, await box.read_file("/work/sub/blob")
+        finally:
+            await box.aclose()
+
+    errors_before, opened, unacked = len(FAKE.protocol_errors), FAKE.sessions_opened, FAKE.unacked
+    FAKE.reorder_output = True
+    try:
+        ran, back = asyncio.run(main())
+    finally:
+        FAKE.reorder_output = False
+    assert ran.exit_code == 3 and ran.stdout.strip() == str(len(data))
+    assert ran.stderr == "err\n" and not ran.timed_out
+    assert back == data
+    assert FAKE.protocol_errors[errors_before:] == []
+    assert FAKE.unacked == unacked  # every output message acknowledged
+    assert FAKE.sessions_opened - opened >= 2 * 3  # stdin and the file go in chunks
+
+
+def test_a_frame_with_a_bad_digest_or_length_is_refused() -> None:
+    frame = ClientMessage("output_stream_data", 7, b"hello", payload_type=1).encode()
+    assert ClientMessage.decode(frame).payload == b"hello"
+    assert ClientMessage.decode(frame).sequence_number == 7
+    tampered = frame[:-1] + b"H"
+    with pytest.raises(SsmProtocolError, match="SHA-256"):
+        ClientMessage.decode(tampered)
+    with pytest.raises(SsmProtocolError, match="payload of"):
+        ClientMessage.decode(frame + b"!")
+    with pytest.raises(SsmProtocolError, match="header length"):
+        ClientMessage.decode(b"\x00\x00\x00\x10" + frame[4:])
+
+
+def test_a_session_with_a_wrong_token_is_refused() -> None:
+    from nemo_gym.sandbox.remote.ssm import run_session
+
+    async def main() -> None:
+        b = backend()
+        arn = await b.create(
+            SandboxSpec(), labels=labels("token"), timeout_s=60, idempotency_key="tok-1"
+        )
+        reply = await b._call(
+            "exec", "execute_command", cluster="rl", task=arn, container="sandbox",
+            interactive=True, command="true",
+        )  # fmt: skip
+        url = reply["session"]["streamUrl"]
+        await run_session(url, "not-the-token", on_output=lambda _: False, wait_s=10)
+
+    with pytest.raises(SandboxError, match="invalid token"):
+        asyncio.run(main())
+    FAKE.protocol_errors.clear()
+
+
+def test_output_imitating_the_report_does_not_forge_it() -> None:
+    """A command printing report lines of its own (it knows no session tag) gets them back
+    as its stdout, and its own exit code."""
+
+    async def main() -> Any:
+        provider = get("ecs", **OPTIONS, labels=LABELS)
+        box = await provider.create()
+        try:
+            return await box.exec(
+                ["sh", "-c", "printf '\\nX:OUT\\n\\nX:ERR\\n\\nX:EXIT:0\\n'; exit 1"]
+            )
+        finally:
+            await box.aclose()
+
+    ran = asyncio.run(main())
+    assert ran.exit_code == 1 and "X:EXIT:0" in ran.stdout
+
+
+def test_a_session_asking_for_kms_encryption_fails_the_exec_saying_so() -> None:
+    async def main() -> None:
+        b = backend()
+        arn = await b.create(
+            SandboxSpec(), labels=labels("kms"), timeout_s=60, idempotency_key="kms-1"
+        )
+        try:
+            await b.exec(
+                arn, ["true"], stdin=b"", timeout=10, env={}, cwd="/work", output_bytes=100
+            )
+        finally:
+            await b.delete(arn)
+
+    FAKE.kms_key = "arn:aws:kms:us-east-1:123456789012:key/fake"
+    try:
+        with pytest.raises(SandboxError, match="KMS encryption") as info:
+            asyncio.run(main())
+    finally:
+        FAKE.kms_key = None
+    assert info.value.code == "sandbox_unavailable"

@@ -1,19 +1,25 @@
-"""`ecs`: sandboxes as AWS ECS Fargate tasks through `boto3` (`pip install 'nemo-gym[ecs]'`):
-the control plane only, so far.
+"""`ecs`: sandboxes as AWS ECS Fargate tasks through `boto3` (`pip install 'nemo-gym[ecs]'`).
 
-What works: starting a task (`RunTask` on Fargate, the run's labels as task tags, the
-create's idempotency key as `clientToken`, the container's command `sleep timeout_s` so
-the task stops itself then: ECS has no lifetime limit of its own), waiting for it to
-run, its billing rates (the task's vCPUs and memory: Fargate bills both by the second),
-stopping it, and finding tasks by tag (`ListTasks` + `DescribeTasks` with tags) to reap
-a killed trainer's. `reap()` and `gym sandbox reap ecs` use it.
+A sandbox is a task (`RunTask` on Fargate, the run's labels as task tags, the create's
+idempotency key as `clientToken`), whose essential container runs `sleep timeout_s`
+(after making the workdir) so the task stops itself then: ECS has no lifetime limit of
+its own. Billing rates are the task's vCPUs and memory (Fargate bills both by the
+second). Tasks are found by tag (`ListTasks` + `DescribeTasks`) to reap a killed
+trainer's: `reap()` and `gym sandbox reap ecs`.
 
-What does not yet: exec and files. On ECS they go through `ExecuteCommand`, which opens
-an SSM Session Manager session whose data channel (a binary, acknowledged, sequenced
-message protocol over a websocket, spoken by AWS's `session-manager-plugin`) has no
-Python client in the SDK, no exit codes of its own and no published description a fake
-could be written from. Until then `create` raises `SandboxError` (code
-`sandbox_unavailable`) before starting anything.
+Exec and files go through `ExecuteCommand`, which opens an SSM Session Manager session
+(`nemo_gym.sandbox.remote.ssm` speaks its data channel). ECS offers interactive sessions
+only: the agent splits the command into argv (`google/shlex`; we write it with
+`shlex.join`) and runs it on a terminal, which merges stdout and stderr, rewrites line
+ends, reports no exit code and takes input as keystrokes. So each exec is wrapped
+(`RUN_SCRIPT`): the command runs with its output in files, and the wrapper then prints
+both, capped and base64-encoded, and the exit code, between lines tagged with a
+per-session random tag. Stdin (and a file's bytes) go in as base64 command arguments, a
+chunk of `UPLOAD_CHUNK` bytes per session, into a file the command reads. The deadline
+is `timeout -s KILL` inside, and a second session kills what carries the exec's marker
+(`shell.MARKED_KILL`). The task's image needs `/bin/sh`, `timeout`, `cat`, `head`,
+`base64`, `mkdir`, `tr`, `grep` and `kill` (coreutils or busybox), and the task role the
+SSM messages permissions ECS Exec needs.
 
 Credentials are boto3's (environment, profile, instance role); never recorded.
 """
@@ -21,14 +27,29 @@ Credentials are boto3's (environment, profile, instance role); never recorded.
 from __future__ import annotations
 
 import asyncio
+import base64
 import builtins
 import math
+import re
+import shlex
 import time
+import uuid
 from typing import Any
 
 from nemo_gym.errors import ConfigError, SandboxError
 from nemo_gym.records import ExecResult, SandboxSpec
-from nemo_gym.sandbox.remote.common import RemoteInfo, RemoteProvider, TransientError
+from nemo_gym.sandbox import limits as _limits
+from nemo_gym.sandbox.remote.common import OutputCap, RemoteInfo, RemoteProvider, TransientError
+from nemo_gym.sandbox.remote.shell import (
+    IO_DIR,
+    MARKED_KILL,
+    READ_SCRIPT,
+    WRITE_SCRIPT,
+    marked_command,
+    marked_result,
+    ulimit_flags,
+)
+from nemo_gym.sandbox.remote.ssm import run_session
 
 __all__ = ["EcsBackend", "EcsProvider"]
 
@@ -40,11 +61,39 @@ _TRANSIENT = {
     "RequestLimitExceeded",
     "TooManyRequestsException",
 }
-EXEC_UNAVAILABLE = (
-    "ecs: exec and files are not available yet: ECS runs them through ExecuteCommand, an "
-    "SSM Session Manager session whose data channel nemo_gym does not speak; this "
-    "provider starts, stops and reaps tasks only (see docs/sandbox-providers.md)"
-)
+KILL_GRACE_S = 5.0
+READ_LIMIT = 256 << 20
+UPLOAD_CHUNK = 64 << 10
+"""Bytes of stdin or of a file sent per session: 85 KiB of base64, one argument (Linux
+takes at most 128 KiB in one)."""
+UPLOAD_SESSIONS = 4
+"""Sessions at once sending the chunks of one upload."""
+
+# $1 io prefix, $2 tag, $3 output cap (bytes), $4 stdin file, then the argv. The
+# command's own output never reaches the terminal: only this report does.
+RUN_SCRIPT = r"""
+io=$1 tag=$2 cap=$3 in=$4
+shift 4
+mkdir -p "${io%/*}" || exit 125
+if [ "$in" != /dev/null ]; then
+  cat "$in".* > "$in" && rm -f "$in".* || exit 125
+fi
+"$@" < "$in" > "$io.out" 2> "$io.err"
+code=$?
+printf '\n%s:OUT\n' "$tag"
+head -c "$cap" "$io.out" | base64
+printf '\n%s:ERR\n' "$tag"
+head -c "$cap" "$io.err" | base64
+printf '\n%s:EXIT:%s\n' "$tag" "$code"
+rm -f "$io.out" "$io.err"
+[ "$in" = /dev/null ] || rm -f "$in"
+"""
+
+PART_SCRIPT = r"""
+mkdir -p "${1%/*}" && printf %s "$2" | base64 -d > "$1"
+"""
+"""Write the bytes whose base64 is `$2` to `$1` (one numbered part of an upload, which
+`RUN_SCRIPT` puts together in order)."""
 
 
 def _sdk() -> Any:
@@ -88,6 +137,7 @@ class EcsBackend:
         self._region = region
         self._endpoint_url = endpoint_url
         self._client = client
+        self._flags: dict[str, builtins.list[str]] = {}  # per task: its spec's rlimits
 
     def _ecs(self) -> Any:
         if self._client is None:
@@ -127,7 +177,13 @@ class EcsBackend:
         # it, so the task stops itself (and its billing) then, whoever holds it.
         override: dict[str, Any] = {
             "name": self.container,
-            "command": ["sleep", str(max(1, math.ceil(timeout_s)))],
+            "command": [
+                "/bin/sh",
+                "-c",
+                'mkdir -p "$0" && exec sleep "$1"',
+                spec.workdir,
+                str(max(1, math.ceil(timeout_s))),
+            ],
             "environment": [{"name": k, "value": v} for k, v in sorted(spec.env.items())],
         }
         params: dict[str, Any] = {
@@ -160,6 +216,7 @@ class EcsBackend:
             raise SandboxError(f"ecs: RunTask started no task: {failures}")
         arn = str(tasks[0]["taskArn"])
         await self._wait_running(arn)
+        self._flags[arn] = ulimit_flags(_limits.resolve(spec.limits))
         return arn
 
     async def _describe(self, arn: str) -> dict[str, Any] | None:
@@ -200,6 +257,7 @@ class EcsBackend:
         }
 
     async def delete(self, sandbox_id: str) -> None:
+        self._flags.pop(sandbox_id, None)
         try:
             await self._call(
                 "delete",
@@ -245,6 +303,38 @@ class EcsBackend:
                     found.append(RemoteInfo(str(task["taskArn"]), tags))
         return found
 
+    # -- exec and files
+
+    async def _session(
+        self, sandbox_id: str, argv: builtins.list[str], *, cap: int, stdin_path: str, wait_s: float
+    ) -> tuple[int, bytes, bytes] | None:
+        """`argv` run through `RUN_SCRIPT` in one ExecuteCommand session: its exit code,
+        stdout and stderr (each cut at `cap` bytes); None when `wait_s` passed first."""
+        tag = f"NEMO_GYM_{uuid.uuid4().hex}"
+        io = f"{IO_DIR}/{uuid.uuid4().hex}"
+        command = shlex.join(
+            ["/bin/sh", "-c", RUN_SCRIPT, "nemo-gym", io, tag, str(cap), stdin_path, *argv]
+        )
+        reply = await self._call(
+            "exec",
+            "execute_command",
+            cluster=self.cluster,
+            task=sandbox_id,
+            container=self.container,
+            interactive=True,  # the only mode ECS offers
+            command=command,
+        )
+        session = reply.get("session") or {}
+        if not session.get("streamUrl") or not session.get("tokenValue"):
+            raise SandboxError(f"ecs: ExecuteCommand returned no session: {reply}")
+        reader = _Marked(tag, limit=2 * (cap * 4 // 3 + cap // 38 + 64) + (1 << 16))
+        done = await run_session(
+            session["streamUrl"], session["tokenValue"], on_output=reader.feed, wait_s=wait_s
+        )
+        if not done:
+            return None
+        return reader.result()
+
     async def exec(
         self,
         sandbox_id: str,
@@ -256,17 +346,157 @@ class EcsBackend:
         cwd: str,
         output_bytes: int,
     ) -> ExecResult:
-        raise SandboxError(EXEC_UNAVAILABLE, code="sandbox_unavailable")
+        marker = uuid.uuid4().hex
+        command = marked_command(
+            argv,
+            cwd=cwd,
+            timeout=timeout,
+            marker=marker,
+            env=env,
+            flags=self._flags.get(sandbox_id, []),
+        )
+        started = time.monotonic()
+        out, err = OutputCap(output_bytes), OutputCap(output_bytes)
+        try:
+            stdin_path = await self._upload(sandbox_id, stdin)
+            ran = await self._session(
+                sandbox_id,
+                command,
+                cap=output_bytes + 1,
+                stdin_path=stdin_path,
+                wait_s=timeout + KILL_GRACE_S,
+            )
+        except BaseException:
+            await asyncio.shield(self._kill(sandbox_id, marker))
+            raise
+        code = None
+        if ran is not None:
+            code, stdout, stderr = ran
+            out.add(stdout)
+            err.add(stderr)
+        result = marked_result(
+            code, timeout=timeout, elapsed=time.monotonic() - started, out=out, err=err
+        )
+        if result.timed_out:
+            await self._kill(sandbox_id, marker)
+        return result
+
+    async def _upload(self, sandbox_id: str, data: bytes) -> str:
+        """`data` into a file of its own under `IO_DIR`, in numbered parts of
+        `UPLOAD_CHUNK` bytes, a session each (a command's arguments are the only way in:
+        the session's input is a terminal); its path, or /dev/null for nothing. The
+        session that reads it first joins the parts."""
+        if not data:
+            return "/dev/null"
+        path = f"{IO_DIR}/{uuid.uuid4().hex}.in"
+        gate = asyncio.Semaphore(UPLOAD_SESSIONS)
+
+        async def part(index: int) -> None:
+            chunk = base64.b64encode(data[index : index + UPLOAD_CHUNK]).decode()
+            async with gate:
+                ran = await self._session(
+                    sandbox_id,
+                    ["/bin/sh", "-c", PART_SCRIPT, "part", f"{path}.{index:012d}", chunk],
+                    cap=1 << 12,
+                    stdin_path="/dev/null",
+                    wait_s=120.0,
+                )
+            if ran is None or ran[0] != 0:
+                detail = "no answer in 120s" if ran is None else f"exit {ran[0]}: {ran[2]!r}"
+                raise SandboxError(f"ecs: could not send input to {sandbox_id}: {detail}")
+
+        await asyncio.gather(*(part(i) for i in range(0, len(data), UPLOAD_CHUNK)))
+        return path
+
+    async def _kill(self, sandbox_id: str, marker: str) -> None:
+        """Kill every process of one exec (they carry its marker), best effort."""
+        try:
+            await self._session(
+                sandbox_id,
+                ["/bin/sh", "-c", MARKED_KILL, "kill", marker],
+                cap=0,
+                stdin_path="/dev/null",
+                wait_s=30.0,
+            )
+        except Exception:  # the task may be gone: then so are its processes
+            pass
 
     async def write_file(self, sandbox_id: str, path: str, data: bytes) -> None:
-        raise SandboxError(EXEC_UNAVAILABLE, code="sandbox_unavailable")
+        source = await self._upload(sandbox_id, data)
+        ran = await self._session(
+            sandbox_id,
+            ["/bin/sh", "-c", WRITE_SCRIPT, "write", path],
+            cap=1 << 16,
+            stdin_path=source,
+            wait_s=300.0,
+        )
+        if ran is None or ran[0] != 0:
+            detail = "no answer in 300s" if ran is None else f"exit {ran[0]}: {ran[2][:300]!r}"
+            raise OSError(f"ecs: could not write {path} ({detail})")
 
     async def read_file(self, sandbox_id: str, path: str) -> bytes:
-        raise SandboxError(EXEC_UNAVAILABLE, code="sandbox_unavailable")
+        ran = await self._session(
+            sandbox_id,
+            ["/bin/sh", "-c", READ_SCRIPT, "read", path],
+            cap=READ_LIMIT + 1,
+            stdin_path="/dev/null",
+            wait_s=300.0,
+        )
+        if ran is None:
+            raise OSError(f"ecs: reading {path} got no answer in 300s")
+        code, data, err = ran
+        if code == 44:
+            raise FileNotFoundError(2, f"ecs: no such file: {path}", path)
+        if code == 21:
+            raise IsADirectoryError(21, f"ecs: is a directory: {path}", path)
+        if code != 0:
+            raise OSError(f"ecs: could not read {path} (exit {code}): {err[:300]!r}")
+        if len(data) > READ_LIMIT:
+            raise OSError(f"ecs: {path} is larger than {READ_LIMIT} bytes")
+        return data
+
+
+class _Marked:
+    """The output of one `RUN_SCRIPT` session: a terminal's bytes (CRLF line ends, and
+    whatever else reached it) in which the script's tagged, base64 report is found."""
+
+    def __init__(self, tag: str, *, limit: int) -> None:
+        self.tag = tag.encode()
+        self.limit = limit
+        self.seen = bytearray()
+        self._pattern = re.compile(
+            rb"\n%s:OUT\n([A-Za-z0-9+/=\n]*)\n%s:ERR\n([A-Za-z0-9+/=\n]*)\n%s:EXIT:(\d+)\n"
+            % (self.tag, self.tag, self.tag)
+        )
+        self._match: re.Match[bytes] | None = None
+
+    def feed(self, data: bytes) -> bool:
+        self.seen += data.replace(b"\r", b"")
+        if len(self.seen) > self.limit:
+            raise SandboxError(
+                f"ecs: an exec session sent over {self.limit} bytes (the report is "
+                "base64 of capped output: something else is writing to its terminal)"
+            )
+        if self.tag + b":EXIT:" in self.seen:
+            self._match = self._pattern.search(self.seen)
+        return self._match is not None
+
+    def result(self) -> tuple[int, bytes, bytes]:
+        if self._match is None:
+            self._match = self._pattern.search(self.seen)
+        if self._match is None:
+            tail = bytes(self.seen[-300:])
+            raise SandboxError(f"ecs: an exec session ended without its report: {tail!r}")
+        out, err, code = self._match.groups()
+        return (
+            int(code),
+            base64.b64decode(b"".join(out.split())),
+            base64.b64decode(b"".join(err.split())),
+        )
 
 
 class EcsProvider(RemoteProvider):
-    """ECS Fargate tasks (see the module doc: reaping works, sandboxes do not yet).
+    """ECS Fargate tasks (see the module doc).
 
     Options: `cluster`, `task_definition` (family[:revision] or ARN; `SandboxSpec.image`
     overrides it), `container` (the essential container's name), `subnets`,
@@ -302,7 +532,3 @@ class EcsProvider(RemoteProvider):
             ),
             **options,
         )
-
-    async def create(self, spec: SandboxSpec | None = None) -> Any:
-        """Refused before anything starts: exec is not available on ECS yet."""
-        raise SandboxError(EXEC_UNAVAILABLE, code="sandbox_unavailable")
