@@ -15,7 +15,11 @@
    patch applied (whatever the agent did to them), and every other file a named test
    lives in, as it was at the base.
 4. The task's test command runs; its output is parsed with the `swebench` package's log
-   parser and scored with its FAIL_TO_PASS / PASS_TO_PASS report (`score`).
+   parser and scored with its FAIL_TO_PASS / PASS_TO_PASS report (`score`). A SWE-bench
+   Pro row runs its own `run_script` on its selected test files and its own
+   `parser_script` on the output, as Pro's evaluator does (`run_pro`), from a folder
+   outside the repository of the grading container; the agent's container never holds
+   them. A test counts as passed when the parser says `PASSED`, as in Pro.
 
 A grading step that fails (the image, a test patch that does not apply to the base, a
 test run past its deadline, a log with no test result) is a `VerifierError` with its
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import posixpath
 import shlex
 import tarfile
@@ -47,7 +52,7 @@ from nemo_gym.harnesses.cli.workspace import (
 )
 from nemo_gym.harnesses.cli.workspace import engine_of as _engine
 from nemo_gym.harnesses.cli.workspace import take as take_agent_files
-from nemo_gym.protocols import Sandbox
+from nemo_gym.protocols import ExecResult, Sandbox
 
 __all__ = [
     "MAX_BYTES",
@@ -330,11 +335,19 @@ async def grade(
     await _write_tree(sandbox, task.workdir, write, modes)
     timings["prepare_s"] = time.perf_counter() - started
     started = time.perf_counter()
-    result = await sandbox.exec(
-        ["bash", "-c", f"{task.test_cmd} 2>&1"], timeout=timeout, cwd=task.workdir, env=CHECK_ENV
-    )
+    if task.run_script is not None:
+        result, pro_tests = await run_pro(task, sandbox, timeout=timeout)
+        log = result.stdout
+    else:
+        result = await sandbox.exec(
+            ["bash", "-c", f"{task.test_cmd} 2>&1"],
+            timeout=timeout,
+            cwd=task.workdir,
+            env=CHECK_ENV,
+        )
+        log, pro_tests = result.stdout, None
     timings["tests_s"] = time.perf_counter() - started
-    log = result.stdout
+    command = task.test_cmd or "run_script.sh " + ",".join(task.selected_test_files)
     tests_written = set(task.test_files) | {t.partition("::")[0] for t in task.fail_to_pass}
     changed = (set(write) | set(delete)) - tests_written
     # Whose failure is a run with no verdict: with the agent's changes in the tree, the
@@ -347,16 +360,20 @@ async def grade(
         if not changed:
             raise VerifierError(
                 f"{task.instance_id}: the tests ran past {timeout:g}s on the untouched base: "
-                f"{shlex.quote(task.test_cmd)}",
+                f"{shlex.quote(command)}",
                 code="timeout",
             )
         outcome, report = "timeout", _all_failed(task)
     else:
-        tests, report = await asyncio.to_thread(score, task, log)
+        if task.run_script is not None:
+            tests = pro_tests or {}
+            report = _report(task, tests)
+        else:
+            tests, report = await asyncio.to_thread(score, task, log)
         if not tests:
             if not changed:
                 raise VerifierError(
-                    f"{task.instance_id}: no test result in the log of {task.test_cmd!r} "
+                    f"{task.instance_id}: no test result in the log of {command!r} "
                     f"(exit {result.exit_code}): {log[-1500:]}",
                     code="swe_no_results",
                 )
@@ -381,6 +398,66 @@ async def grade(
         timings=timings,
         outcome=outcome,
     )
+
+
+PRO_DIR = "/nemo_gym_grading"
+"""Where a Pro row's scripts and their logs go in the grading container (outside the
+repository, so no test run from it finds them)."""
+
+_PRO_RUN = (
+    'D="$3"; cd "$1" && bash "$D/run_script.sh" "$2" > "$D/stdout.log" 2> "$D/stderr.log"; '
+    'status=$?; PY="$(command -v python || command -v python3)"; '
+    '"$PY" "$D/parser.py" "$D/stdout.log" "$D/stderr.log" "$D/output.json" > "$D/parser.log" 2>&1; '
+    'echo "== run_script exit $status"; cat "$D/stdout.log" "$D/stderr.log" "$D/parser.log"'
+)
+
+
+async def run_pro(
+    task: SWETask, sandbox: Sandbox, *, timeout: float
+) -> tuple[ExecResult, dict[str, str] | None]:
+    """Run a SWE-bench Pro row's `run_script` and `parser_script` in `sandbox` (the fresh
+    grading container): (the run's result, its log as stdout; test -> status, or None
+    when the parser wrote no readable `{"tests": [...]}`)."""
+    assert task.run_script is not None and task.parser_script is not None
+    made = await sandbox.exec(["mkdir", "-p", PRO_DIR], timeout=60)
+    if made.exit_code != 0:
+        raise VerifierError(f"cannot make {PRO_DIR} in the grading container", code="swe_grading")
+    scripts = {"run_script.sh": task.run_script.encode(), "parser.py": task.parser_script.encode()}
+    await _write_tree(sandbox, PRO_DIR, scripts, {"run_script.sh": 0o755, "parser.py": 0o644})
+    # Pro's entry script passes the selected files comma-joined as one argument.
+    result = await sandbox.exec(
+        ["bash", "-c", _PRO_RUN, "pro", task.workdir, ",".join(task.selected_test_files), PRO_DIR],
+        timeout=timeout,
+        cwd=task.workdir,
+        env=CHECK_ENV,
+    )
+    shown = await sandbox.exec(["cat", f"{PRO_DIR}/output.json"], timeout=60)
+    return result, _pro_tests(shown.stdout if shown.exit_code == 0 else "")
+
+
+def _pro_tests(text: str) -> dict[str, str] | None:
+    try:
+        output = json.loads(text)
+    except ValueError:
+        return None
+    entries = output.get("tests") if isinstance(output, dict) else None
+    if not isinstance(entries, list):
+        return None
+    tests: dict[str, str] = {}
+    for entry in entries:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            tests[entry["name"]] = str(entry.get("status"))
+    return tests
+
+
+def _report(task: SWETask, tests: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
+    """Pro's rule: a named test counts only when the parser says PASSED."""
+
+    def split(names: tuple[str, ...]) -> dict[str, list[str]]:
+        passed = [n for n in names if tests.get(n) == "PASSED"]
+        return {"success": passed, "failure": [n for n in names if tests.get(n) != "PASSED"]}
+
+    return {"FAIL_TO_PASS": split(task.fail_to_pass), "PASS_TO_PASS": split(task.pass_to_pass)}
 
 
 def _all_failed(task: SWETask) -> dict[str, dict[str, list[str]]]:

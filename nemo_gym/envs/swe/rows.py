@@ -12,6 +12,13 @@ test command is `test_cmd`/`test_command`/`install_config.test_cmd`, else
 (`install_config.log_parser`), a name in the `swebench` package's registry, else the
 repository's parser there, else `parse_log_pytest`.
 
+A SWE-bench Pro row (NeMo Gym's `swebench_pro`: `run_script`, `parser_script`,
+`selected_test_files_to_run`) is graded by its own scripts, as Pro's evaluator grades it:
+`run_script` runs the selected test files and `parser_script` turns its output into
+`{"tests": [{"name", "status"}]}`, both in the fresh grading container only. Its
+repository is in `/app` and its image `jefzda/sweap-images:<dockerhub_tag>` (pinned by
+`image_digest` when the row has one).
+
 `patch` (the gold patch) is kept for the oracle and never shown to the policy.
 """
 
@@ -32,6 +39,12 @@ __all__ = ["SWETask", "load_rows", "read_row"]
 DEFAULT_WORKDIR = "/testbed"
 """Where SWE-bench's images hold the repository."""
 
+PRO_WORKDIR = "/app"
+"""Where SWE-bench Pro's images hold the repository."""
+
+PRO_IMAGES = "jefzda/sweap-images"
+"""SWE-bench Pro's image repository (NeMo Gym's `swebench_pro` default)."""
+
 _IMAGE_FIELDS = ("image", "image_name", "docker_image", "image_url", "image_ref")
 _TEST_CMD_FIELDS = ("test_cmd", "test_command")
 
@@ -41,6 +54,8 @@ class SWETask:
     """One SWE task, checked: what the episode and the grading need.
 
     `build`: a folder with a Dockerfile that makes `image` when the engine lacks it.
+    `run_script`, `parser_script`, `selected_test_files`: a SWE-bench Pro row's grading
+    (its scripts, run on the selected files); `test_cmd` and `log_parser` are then unused.
     `source`: where the row came from ("file, line N"), for error messages.
     """
 
@@ -59,6 +74,9 @@ class SWETask:
     workdir: str = DEFAULT_WORKDIR
     test_cmd: str = ""
     log_parser: str | None = None
+    run_script: str | None = None
+    parser_script: str | None = None
+    selected_test_files: tuple[str, ...] = ()
     source: str = "<row>"
 
     @property
@@ -138,11 +156,14 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
     instance_id = _text(row, "instance_id", where)
     assert instance_id is not None
     where = f"{where} ({instance_id})"
-    if "run_script" in row or "parser_script" in row:
-        raise ConfigError(
-            f"{where}: a SWE-bench Pro row (run_script, parser_script): its tests run and "
-            "are parsed by the row's own scripts, which nemo_gym.envs.swe does not run"
-        )
+    pro = "run_script" in row or "parser_script" in row
+    selected: tuple[str, ...] | None = ()
+    if pro:
+        for key in ("run_script", "parser_script"):
+            _text(row, key, where)
+        selected = _tests(row, ("selected_test_files_to_run",), where)
+        if not selected:
+            raise ConfigError(f"{where}: field 'selected_test_files_to_run' is missing or empty")
     install = row.get("install_config")
     install = install if isinstance(install, dict) else {}
     test_patch = _text(row, "test_patch", where, required="f2p_patch" not in row) or _text(
@@ -160,6 +181,8 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
         if not (folder / "Dockerfile").is_file():
             raise ConfigError(f"{where}: field 'build' = {build!r}: no Dockerfile in {folder}")
         build = str(folder.resolve())
+    if image is None and pro:
+        image = _pro_image(row, where)
     if image is None:
         image = _swebench_image(instance_id)
     test_cmd = next(
@@ -179,13 +202,17 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
         environment_setup_commit=_text(row, "environment_setup_commit", where, required=False),
         image=image,
         build=build,
-        workdir=_text(row, "workdir", where, required=False) or DEFAULT_WORKDIR,
+        workdir=_text(row, "workdir", where, required=False)
+        or (PRO_WORKDIR if pro else DEFAULT_WORKDIR),
         test_cmd=test_cmd or "",
         log_parser=log_parser if isinstance(log_parser, str) else None,
+        run_script=row["run_script"] if pro else None,
+        parser_script=row["parser_script"] if pro else None,
+        selected_test_files=selected or (),
         source=where,
     )
     files = task.test_files  # parses the test patch: a bad one fails here, at load
-    if not task.test_cmd:
+    if not task.test_cmd and not pro:
         if not files:
             raise ConfigError(f"{where}: field 'test_patch' touches no file")
         task = _replace(task, test_cmd="pytest -rA -p no:cacheprovider " + " ".join(files))
@@ -219,6 +246,13 @@ def _replace(task: SWETask, **changes: Any) -> SWETask:
     from dataclasses import replace
 
     return replace(task, **changes)
+
+
+def _pro_image(row: Mapping[str, Any], where: str) -> str:
+    tag = _text(row, "dockerhub_tag", where)
+    digest = _text(row, "image_digest", where, required=False)
+    # A digest pins the exact image Pro's evaluator graded with; the tag alone may move.
+    return f"{PRO_IMAGES}@{digest}" if digest else f"{PRO_IMAGES}:{tag}"
 
 
 def _swebench_image(instance_id: str) -> str:

@@ -164,7 +164,11 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "swe_pivot": ("later", _JUDGE + " (pivot-turn actions)"),
     "swe_rebench": ("issue 23", _SWE_ROWS + " where swebench has the log parser (not Dart)"),
     "swebench": ("issue 23", _SWE_ROWS),
-    "swebench_pro": ("issue 23", _SWE + " (graded by its own run_script and parser_script)"),
+    "swebench_pro": (
+        "issue 23",
+        _SWE_ROWS + "; graded by the row's own run_script and parser_script in the grading "
+        "container, Pro's rule (every fail_to_pass and pass_to_pass test PASSED)",
+    ),
     "swemer_oml": ("issue 23", _SWE),
     "swemer_v1": ("issue 23", _SWE_ROWS),
     "swemer_v2": ("issue 23", _SWE_ROWS),
