@@ -32,6 +32,7 @@ import asyncio
 import io
 import json
 import posixpath
+import re
 import shlex
 import tarfile
 import time
@@ -140,6 +141,9 @@ def graded_tree(
         for path, data in agent.files.items():
             if base.files.get(path) == data:
                 continue
+            if is_hidden(task, path):
+                refused[path] = "a grading artifact of the task: graded with the image's copy"
+                continue
             if protected(path):
                 refused[path] = "test machinery: graded with the task's own copy, or none"
                 continue
@@ -150,7 +154,12 @@ def graded_tree(
                 continue
             write[path] = data
         for path in base.files:
-            if path not in agent.files and path not in agent.refused and not protected(path):
+            if (
+                path not in agent.files
+                and path not in agent.refused
+                and not protected(path)
+                and not is_hidden(task, path)  # removed from the agent's view, not by it
+            ):
                 delete.append(path)
     # The task's tests, fresh: the base copy of every file a named test lives in, then
     # the test patch over the base copies of the files it touches.
@@ -184,6 +193,11 @@ def graded_tree(
             del write[path]
             refused[path] = "under a path that is a file in the graded repository"
     return write, sorted(set(delete)), refused
+
+
+def is_hidden(task: SWETask, path: str) -> bool:
+    """Whether `path` (in the repository) is one of the task's hidden grading artifacts."""
+    return any(path == h or path.startswith(h + "/") for h in task.hidden)
 
 
 def _shadows_installed(path: str, installed: frozenset[str]) -> bool:
@@ -368,6 +382,9 @@ async def grade(
         if task.run_script is not None:
             tests = pro_tests or {}
             report = _report(task, tests)
+        elif task.expected_output:
+            tests = parse_r2e(log)
+            report = _report(task, tests)
         else:
             tests, report = await asyncio.to_thread(score, task, log)
         if not tests:
@@ -386,6 +403,14 @@ async def grade(
     resolved = (
         not f2p["failure"] and not p2p["failure"] and len(f2p["success"]) == len(task.fail_to_pass)
     )
+    if task.expected_output:
+        # SWE-Next's rule (R2E's `_calculate_reward_r2e`): every test the gold-patched
+        # suite passed passes again; tests it failed are free.
+        resolved = outcome == "ran" and all(
+            tests.get(name) == "PASSED"
+            for name, status in task.expected_output
+            if status == "PASSED"
+        )
     return GradeReport(
         tests=tests,
         fail_to_pass=f2p,
@@ -450,8 +475,37 @@ def _pro_tests(text: str) -> dict[str, str] | None:
     return tests
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def parse_r2e(log: str) -> dict[str, str]:
+    """Test -> PASSED/FAILED/ERROR of a `pytest -rA` log, by SWE-Next's (R2E's
+    `parse_log_pytest`) rule, the one its `expected_output_json` was made with: the short
+    test summary's lines (else the whole log), a test named by what follows its first `::`
+    up to ` - `. ANSI colours are dropped from both sides, as NeMo Gym does."""
+    cleaned = _ANSI.sub("", log).replace("\r", "")
+    if "short test summary info" in cleaned:
+        lines = cleaned.split("short test summary info", 1)[1].strip().split("\n")
+    else:
+        lines = cleaned.splitlines()
+    statuses: dict[str, str] = {}
+    for line in lines:
+        stripped = line.strip()
+        status = next((s for s in ("PASSED", "FAILED", "ERROR") if s in stripped), None)
+        if status is None:
+            continue
+        if "::" in stripped:
+            name = stripped.split("::", 1)[1].split(" - ")[0]
+        else:
+            parts = stripped.split()
+            at = parts.index(status) if status in parts else 0
+            name = " ".join(parts[at + 1 :]).split(" - ")[0] if len(parts) > at + 1 else stripped
+        statuses[name] = status
+    return statuses
+
+
 def _report(task: SWETask, tests: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
-    """Pro's rule: a named test counts only when the parser says PASSED."""
+    """A named test counts only when the parser says PASSED (Pro's rule, SWE-Next's)."""
 
     def split(names: tuple[str, ...]) -> dict[str, list[str]]:
         passed = [n for n in names if tests.get(n) == "PASSED"]

@@ -19,6 +19,12 @@ A SWE-bench Pro row (NeMo Gym's `swebench_pro`: `run_script`, `parser_script`,
 repository is in `/app` and its image `jefzda/sweap-images:<dockerhub_tag>` (pinned by
 `image_digest` when the row has one).
 
+A SWE-Next row (NeMo Gym's `swe_next`: `expected_output_json`, the whole suite's status
+on the gold-patched repository) is graded as SWE-Next (R2E) grades it: its `r2e_tests`
+run with the image's `.venv` python, every test the snapshot has `PASSED` must pass again
+(the rest are free). Its grading artifacts (`r2e_tests/`, `expected_test_output.json`,
+...) are removed from the agent's container and graded from the image's copy.
+
 `patch` (the gold patch) is kept for the oracle and never shown to the policy.
 """
 
@@ -45,6 +51,24 @@ PRO_WORKDIR = "/app"
 PRO_IMAGES = "jefzda/sweap-images"
 """SWE-bench Pro's image repository (NeMo Gym's `swebench_pro` default)."""
 
+R2E_TEST_CMD = (
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "
+    "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' "
+    ".venv/bin/python -W ignore -m pytest -rA r2e_tests"
+)
+"""SWE-Next's test command, the same for every row (its images bake it in)."""
+
+R2E_ARTIFACTS = (
+    "r2e_tests",
+    "parsed_commit.json",
+    "modified_files.json",
+    "modified_entities.json",
+    "syn_issue.json",
+    "expected_test_output.json",
+    "execution_result.json",
+)
+"""What a SWE-Next image holds for its grading: hidden from the agent (NeMo Gym's list)."""
+
 _IMAGE_FIELDS = ("image", "image_name", "docker_image", "image_url", "image_ref")
 _TEST_CMD_FIELDS = ("test_cmd", "test_command")
 
@@ -56,6 +80,10 @@ class SWETask:
     `build`: a folder with a Dockerfile that makes `image` when the engine lacks it.
     `run_script`, `parser_script`, `selected_test_files`: a SWE-bench Pro row's grading
     (its scripts, run on the selected files); `test_cmd` and `log_parser` are then unused.
+    `expected_output`: a SWE-Next row's (test, status) snapshot of the gold-patched suite;
+    its tests are parsed with SWE-Next's rule (`parse_r2e`) and every test PASSED there
+    must pass. `hidden`: paths in the repository removed from the agent's container and
+    graded from the image's copy.
     `source`: where the row came from ("file, line N"), for error messages.
     """
 
@@ -77,6 +105,8 @@ class SWETask:
     run_script: str | None = None
     parser_script: str | None = None
     selected_test_files: tuple[str, ...] = ()
+    expected_output: tuple[tuple[str, str], ...] = ()
+    hidden: tuple[str, ...] = ()
     source: str = "<row>"
 
     @property
@@ -174,6 +204,7 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
     if not fail_to_pass:
         raise ConfigError(f"{where}: field 'FAIL_TO_PASS' is missing or empty")
     pass_to_pass = _tests(row, ("PASS_TO_PASS", "pass_to_pass"), where) or ()
+    expected = _expected_output(row, where)
     image = next((row[k] for k in _IMAGE_FIELDS if isinstance(row.get(k), str) and row[k]), None)
     build = _text(row, "build", where, required=False)
     if build is not None:
@@ -185,9 +216,11 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
         image = _pro_image(row, where)
     if image is None:
         image = _swebench_image(instance_id)
-    test_cmd = next(
-        (row[k] for k in _TEST_CMD_FIELDS if isinstance(row.get(k), str) and row[k]), None
-    ) or (install.get("test_cmd") if isinstance(install.get("test_cmd"), str) else None)
+    test_cmd = (
+        next((row[k] for k in _TEST_CMD_FIELDS if isinstance(row.get(k), str) and row[k]), None)
+        or (install.get("test_cmd") if isinstance(install.get("test_cmd"), str) else None)
+        or (R2E_TEST_CMD if expected else None)
+    )
     log_parser = _text(row, "log_parser", where, required=False) or install.get("log_parser")
     task = SWETask(
         instance_id=instance_id,
@@ -209,6 +242,8 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
         run_script=row["run_script"] if pro else None,
         parser_script=row["parser_script"] if pro else None,
         selected_test_files=selected or (),
+        expected_output=expected,
+        hidden=R2E_ARTIFACTS if expected else (),
         source=where,
     )
     files = task.test_files  # parses the test patch: a bad one fails here, at load
@@ -246,6 +281,26 @@ def _replace(task: SWETask, **changes: Any) -> SWETask:
     from dataclasses import replace
 
     return replace(task, **changes)
+
+
+def _expected_output(row: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+    value = row.get("expected_output_json")
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: field 'expected_output_json' is not JSON: {exc}") from exc
+    if (
+        not isinstance(value, dict)
+        or not value
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    ):
+        raise ConfigError(
+            f"{where}: field 'expected_output_json' must be a non-empty object of test -> status"
+        )
+    return tuple(value.items())
 
 
 def _pro_image(row: Mapping[str, Any], where: str) -> str:

@@ -160,7 +160,11 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "the wheel), flat `<db_id>.sqlite` files where `text_to_sql`'s `db_dir=` reads "
         "`<db_id>/<db_id>.sqlite`",
     ),
-    "swe_next": ("issue 23", _SWE),
+    "swe_next": (
+        "issue 23",
+        _SWE_ROWS + "; SWE-Next's rule: its r2e_tests (hidden from the agent) run, and every "
+        "test expected_output_json has PASSED passes again",
+    ),
     "swe_pivot": ("later", _JUDGE + " (pivot-turn actions)"),
     "swe_rebench": ("issue 23", _SWE_ROWS + " where swebench has the log parser (not Dart)"),
     "swebench": ("issue 23", _SWE_ROWS),
