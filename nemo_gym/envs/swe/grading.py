@@ -170,11 +170,15 @@ def graded_tree(
             write[path] = base.files[path]
             if path in delete:
                 delete.remove(path)
-    patched = apply_patch(
-        {path: base.files.get(path) for path in test_files},
-        task.test_patch,
-        name=f"{task.source}: test_patch",
-    )
+    if task.verifier:
+        # The row's own test.sh installs its test patch: it gets the base's copies.
+        patched = {path: base.files.get(path) for path in test_files}
+    else:
+        patched = apply_patch(
+            {path: base.files.get(path) for path in test_files},
+            task.test_patch,
+            name=f"{task.source}: test_patch",
+        )
     for path, content in patched.items():
         if content is None:
             write.pop(path, None)
@@ -349,9 +353,13 @@ async def grade(
     await _write_tree(sandbox, task.workdir, write, modes)
     timings["prepare_s"] = time.perf_counter() - started
     started = time.perf_counter()
+    verdict: int | None = None
     if task.run_script is not None:
         result, pro_tests = await run_pro(task, sandbox, timeout=timeout)
         log = result.stdout
+    elif task.verifier:
+        result, verdict = await run_verifier(task, sandbox, timeout=timeout)
+        log, pro_tests = result.stdout, None
     else:
         result = await sandbox.exec(
             ["bash", "-c", f"{task.test_cmd} 2>&1"],
@@ -361,7 +369,11 @@ async def grade(
         )
         log, pro_tests = result.stdout, None
     timings["tests_s"] = time.perf_counter() - started
-    command = task.test_cmd or "run_script.sh " + ",".join(task.selected_test_files)
+    command = task.test_cmd or (
+        f"{VERIFIER_DIR}/test.sh"
+        if task.verifier
+        else "run_script.sh " + ",".join(task.selected_test_files)
+    )
     tests_written = set(task.test_files) | {t.partition("::")[0] for t in task.fail_to_pass}
     changed = (set(write) | set(delete)) - tests_written
     # Whose failure is a run with no verdict: with the agent's changes in the tree, the
@@ -379,7 +391,28 @@ async def grade(
             )
         outcome, report = "timeout", _all_failed(task)
     else:
-        if task.run_script is not None:
+        if task.verifier:
+            if TEST_PATCH_FAILED in log:
+                raise VerifierError(
+                    f"{task.instance_id}: the row's test.sh could not install its test patch "
+                    f"(the test files are the base's): {log[-1500:]}",
+                    code="swe_test_patch",
+                )
+            if verdict is None:
+                if not changed:
+                    raise VerifierError(
+                        f"{task.instance_id}: the row's grade.py wrote no reward "
+                        f"(exit {result.exit_code}): {log[-1500:]}",
+                        code="swe_no_results",
+                    )
+                outcome = "no_results"
+            # The grader's verdict is all there is: no per-test statuses to report.
+            passed = verdict == 1
+            report = {
+                "FAIL_TO_PASS": _all(task.fail_to_pass, passed),
+                "PASS_TO_PASS": _all(task.pass_to_pass, passed),
+            }
+        elif task.run_script is not None:
             tests = pro_tests or {}
             report = _report(task, tests)
         elif task.expected_output:
@@ -387,7 +420,7 @@ async def grade(
             report = _report(task, tests)
         else:
             tests, report = await asyncio.to_thread(score, task, log)
-        if not tests:
+        if not tests and not task.verifier:
             if not changed:
                 raise VerifierError(
                     f"{task.instance_id}: no test result in the log of {command!r} "
@@ -403,6 +436,8 @@ async def grade(
     resolved = (
         not f2p["failure"] and not p2p["failure"] and len(f2p["success"]) == len(task.fail_to_pass)
     )
+    if task.verifier:
+        resolved = outcome == "ran" and verdict == 1
     if task.expected_output:
         # SWE-Next's rule (R2E's `_calculate_reward_r2e`): every test the gold-patched
         # suite passed passes again; tests it failed are free.
@@ -473,6 +508,50 @@ def _pro_tests(text: str) -> dict[str, str] | None:
         if isinstance(entry, dict) and isinstance(entry.get("name"), str):
             tests[entry["name"]] = str(entry.get("status"))
     return tests
+
+
+VERIFIER_DIR = "/tests"
+"""Where a swemer_oml row's test.sh, config.json, grade.py and test.patch go in the grading
+container (the layout its test.sh assumes)."""
+
+REWARD_FILE = "/logs/verifier/reward.txt"
+"""Where the row's grade.py writes its 0/1 verdict."""
+
+TEST_PATCH_FAILED = "ERROR: test.patch failed to apply"
+"""What a swemer_oml test.sh prints when its test patch does not install (NeMo Gym's mark)."""
+
+_VERIFY = (
+    'rm -f "$2"; mkdir -p "$(dirname "$2")" /workspace/test-results; '
+    'bash "$1/test.sh" 2>&1; echo "== test.sh exit $?"'
+)
+
+
+async def run_verifier(
+    task: SWETask, sandbox: Sandbox, *, timeout: float
+) -> tuple[ExecResult, int | None]:
+    """Run a swemer_oml row's own `test.sh` in `sandbox` (the fresh grading container):
+    (the run, its log as stdout; the reward its grade.py wrote, or None when none)."""
+    made = await sandbox.exec(["mkdir", "-p", VERIFIER_DIR], timeout=60)
+    if made.exit_code != 0:
+        raise VerifierError(
+            f"cannot make {VERIFIER_DIR} in the grading container", code="swe_grading"
+        )
+    files = {name: text.encode() for name, text in task.verifier}
+    files["test.patch"] = task.test_patch.encode()
+    await _write_tree(sandbox, VERIFIER_DIR, files, {n: 0o755 for n in files})
+    result = await sandbox.exec(
+        ["bash", "-c", _VERIFY, "verify", VERIFIER_DIR, REWARD_FILE],
+        timeout=timeout,
+        cwd=task.workdir,
+        env=CHECK_ENV,
+    )
+    shown = await sandbox.exec(["cat", REWARD_FILE], timeout=60)
+    text = shown.stdout.strip() if shown.exit_code == 0 else ""
+    return result, (int(text) if text in ("0", "1") else None)
+
+
+def _all(names: tuple[str, ...], passed: bool) -> dict[str, list[str]]:
+    return {"success": list(names) if passed else [], "failure": [] if passed else list(names)}
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

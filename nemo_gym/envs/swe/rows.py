@@ -25,6 +25,11 @@ run with the image's `.venv` python, every test the snapshot has `PASSED` must p
 (the rest are free). Its grading artifacts (`r2e_tests/`, `expected_test_output.json`,
 ...) are removed from the agent's container and graded from the image's copy.
 
+A swemer_oml row (NeMo Gym's `swemer_oml`: `test_sh`, `config_json`, `grade_py`) ships
+its own verifier: the three files (and the test patch as `test.patch`) go to `/tests` of
+the fresh grading container, `bash /tests/test.sh` installs the test patch, runs the
+suite and has `grade.py` write 0 or 1 to `/logs/verifier/reward.txt`, the reward.
+
 `patch` (the gold patch) is kept for the oracle and never shown to the policy.
 """
 
@@ -107,6 +112,7 @@ class SWETask:
     selected_test_files: tuple[str, ...] = ()
     expected_output: tuple[tuple[str, str], ...] = ()
     hidden: tuple[str, ...] = ()
+    verifier: tuple[tuple[str, str], ...] = ()
     source: str = "<row>"
 
     @property
@@ -205,6 +211,7 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
         raise ConfigError(f"{where}: field 'FAIL_TO_PASS' is missing or empty")
     pass_to_pass = _tests(row, ("PASS_TO_PASS", "pass_to_pass"), where) or ()
     expected = _expected_output(row, where)
+    verifier = _verifier(row, where)
     image = next((row[k] for k in _IMAGE_FIELDS if isinstance(row.get(k), str) and row[k]), None)
     build = _text(row, "build", where, required=False)
     if build is not None:
@@ -244,10 +251,11 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
         selected_test_files=selected or (),
         expected_output=expected,
         hidden=R2E_ARTIFACTS if expected else (),
+        verifier=verifier,
         source=where,
     )
     files = task.test_files  # parses the test patch: a bad one fails here, at load
-    if not task.test_cmd and not pro:
+    if not task.test_cmd and not pro and not verifier:
         if not files:
             raise ConfigError(f"{where}: field 'test_patch' touches no file")
         task = _replace(task, test_cmd="pytest -rA -p no:cacheprovider " + " ".join(files))
@@ -281,6 +289,20 @@ def _replace(task: SWETask, **changes: Any) -> SWETask:
     from dataclasses import replace
 
     return replace(task, **changes)
+
+
+_VERIFIER_FIELDS = {"test_sh": "test.sh", "config_json": "config.json", "grade_py": "grade.py"}
+
+
+def _verifier(row: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+    if not any(key in row for key in _VERIFIER_FIELDS):
+        return ()
+    files = [(name, _text(row, key, where)) for key, name in _VERIFIER_FIELDS.items()]
+    try:
+        json.loads(files[1][1] or "")
+    except ValueError as exc:
+        raise ConfigError(f"{where}: field 'config_json' is not JSON: {exc}") from exc
+    return tuple((name, text) for name, text in files if text is not None)
 
 
 def _expected_output(row: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:

@@ -173,7 +173,11 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         _SWE_ROWS + "; graded by the row's own run_script and parser_script in the grading "
         "container, Pro's rule (every fail_to_pass and pass_to_pass test PASSED)",
     ),
-    "swemer_oml": ("issue 23", _SWE),
+    "swemer_oml": (
+        "issue 23",
+        _SWE_ROWS + "; graded by the row's own test.sh and grade.py in the grading container, "
+        "the reward what grade.py writes",
+    ),
     "swemer_v1": ("issue 23", _SWE_ROWS),
     "swemer_v2": ("issue 23", _SWE_ROWS),
     "swerl_gen": ("issue 23", _SWE),
