@@ -189,6 +189,13 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
     """
     if not isinstance(row, Mapping):
         raise ConfigError(f"{where}: a row must be a JSON object, not {type(row).__name__}")
+    if "instance_id" not in row and "task_id" in row and "image" in row:
+        raise ConfigError(
+            f"{where}: a DeepSWE row (NeMo Gym's deepswe: task_id, image, prompt): its tests, "
+            "test patch and grader live in the pinned deep-swe task directory (task.toml, "
+            "tests/test.sh, tests/grader.py, tests/config.json, tests/test.patch), not in the "
+            "row, and nemo_gym.envs.swe does not read those directories"
+        )
     instance_id = _text(row, "instance_id", where)
     assert instance_id is not None
     where = f"{where} ({instance_id})"

@@ -83,7 +83,12 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "conversational_tool_use_simulation": ("later", _JUDGE + " (a simulated user)"),
     "critpt": ("unsupported", _WEB + " (Artificial Analysis's grading API)"),
     "cvdp": ("issue 23", _SWE + " (hardware design tools in a container)"),
-    "deepswe": ("issue 23", _SWE),
+    "deepswe": (
+        "issue 23",
+        _SWE + ": its rows hold only task_id, image and prompt; the tests and grader are in "
+        "the deep-swe task directories, which `swe` does not read (its rows are refused naming "
+        "this)",
+    ),
     "denovo_swe": ("issue 23", _SWE),
     "ether0": ("later", "molecule answers scored with ether0's RDKit rewards"),
     "evalplus": (
