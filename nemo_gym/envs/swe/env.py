@@ -88,6 +88,7 @@ class SWEWorkspace:
                 f"{self.episode.task.instance_id}: {self.episode.task.workdir} is not in the "
                 "agent's sandbox: start it from the task's image (episode.sandbox_spec)"
             )
+        await hide(sandbox, self.episode.task)
 
     async def collect(self, sandbox: Sandbox, agent: ExecResult, files: AgentFiles) -> None:
         taken = Snapshot(
@@ -213,6 +214,23 @@ class SWEEpisode(BasicEpisode):
                 await super().__aexit__(*exc_info)
             finally:
                 await self._stack.aclose()
+
+
+async def hide(sandbox: Sandbox, task: SWETask) -> None:
+    """Remove the task's grading artifacts (`task.hidden`) from the agent's container, and
+    a `run_tests.sh` that names them (as NeMo Gym's swe_next does); grading uses the
+    image's copies in a fresh container, so nothing the agent does to them counts."""
+    if not task.hidden:
+        return
+    script = 'rm -rf -- "$@" && if grep -qs r2e_tests run_tests.sh; then rm -f run_tests.sh; fi'
+    done = await sandbox.exec(
+        ["bash", "-c", script, "hide", *task.hidden], timeout=120, cwd=task.workdir
+    )
+    if done.exit_code != 0:
+        raise EpisodeError(
+            f"{task.instance_id}: cannot remove the grading artifacts from the agent's "
+            f"container: {done.stdout[-500:]}"
+        )
 
 
 async def swe_reward(task: Task, trajectory: Trajectory) -> Rewards:
@@ -384,6 +402,7 @@ class SWEEnv(Env):
         stack = AsyncExitStack()
         try:
             sandbox = await stack.enter_async_context(self.provider().start(spec))
+            await hide(sandbox, swe)
         except BaseException:
             await stack.aclose()
             raise

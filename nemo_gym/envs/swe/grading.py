@@ -15,7 +15,11 @@
    patch applied (whatever the agent did to them), and every other file a named test
    lives in, as it was at the base.
 4. The task's test command runs; its output is parsed with the `swebench` package's log
-   parser and scored with its FAIL_TO_PASS / PASS_TO_PASS report (`score`).
+   parser and scored with its FAIL_TO_PASS / PASS_TO_PASS report (`score`). A SWE-bench
+   Pro row runs its own `run_script` on its selected test files and its own
+   `parser_script` on the output, as Pro's evaluator does (`run_pro`), from a folder
+   outside the repository of the grading container; the agent's container never holds
+   them. A test counts as passed when the parser says `PASSED`, as in Pro.
 
 A grading step that fails (the image, a test patch that does not apply to the base, a
 test run past its deadline, a log with no test result) is a `VerifierError` with its
@@ -26,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import posixpath
+import re
 import shlex
 import tarfile
 import time
@@ -47,7 +53,7 @@ from nemo_gym.harnesses.cli.workspace import (
 )
 from nemo_gym.harnesses.cli.workspace import engine_of as _engine
 from nemo_gym.harnesses.cli.workspace import take as take_agent_files
-from nemo_gym.protocols import Sandbox
+from nemo_gym.protocols import ExecResult, Sandbox
 
 __all__ = [
     "MAX_BYTES",
@@ -135,6 +141,9 @@ def graded_tree(
         for path, data in agent.files.items():
             if base.files.get(path) == data:
                 continue
+            if is_hidden(task, path):
+                refused[path] = "a grading artifact of the task: graded with the image's copy"
+                continue
             if protected(path):
                 refused[path] = "test machinery: graded with the task's own copy, or none"
                 continue
@@ -145,7 +154,12 @@ def graded_tree(
                 continue
             write[path] = data
         for path in base.files:
-            if path not in agent.files and path not in agent.refused and not protected(path):
+            if (
+                path not in agent.files
+                and path not in agent.refused
+                and not protected(path)
+                and not is_hidden(task, path)  # removed from the agent's view, not by it
+            ):
                 delete.append(path)
     # The task's tests, fresh: the base copy of every file a named test lives in, then
     # the test patch over the base copies of the files it touches.
@@ -156,11 +170,15 @@ def graded_tree(
             write[path] = base.files[path]
             if path in delete:
                 delete.remove(path)
-    patched = apply_patch(
-        {path: base.files.get(path) for path in test_files},
-        task.test_patch,
-        name=f"{task.source}: test_patch",
-    )
+    if task.verifier:
+        # The row's own test.sh installs its test patch: it gets the base's copies.
+        patched = {path: base.files.get(path) for path in test_files}
+    else:
+        patched = apply_patch(
+            {path: base.files.get(path) for path in test_files},
+            task.test_patch,
+            name=f"{task.source}: test_patch",
+        )
     for path, content in patched.items():
         if content is None:
             write.pop(path, None)
@@ -179,6 +197,11 @@ def graded_tree(
             del write[path]
             refused[path] = "under a path that is a file in the graded repository"
     return write, sorted(set(delete)), refused
+
+
+def is_hidden(task: SWETask, path: str) -> bool:
+    """Whether `path` (in the repository) is one of the task's hidden grading artifacts."""
+    return any(path == h or path.startswith(h + "/") for h in task.hidden)
 
 
 def _shadows_installed(path: str, installed: frozenset[str]) -> bool:
@@ -330,11 +353,27 @@ async def grade(
     await _write_tree(sandbox, task.workdir, write, modes)
     timings["prepare_s"] = time.perf_counter() - started
     started = time.perf_counter()
-    result = await sandbox.exec(
-        ["bash", "-c", f"{task.test_cmd} 2>&1"], timeout=timeout, cwd=task.workdir, env=CHECK_ENV
-    )
+    verdict: int | None = None
+    if task.run_script is not None:
+        result, pro_tests = await run_pro(task, sandbox, timeout=timeout)
+        log = result.stdout
+    elif task.verifier:
+        result, verdict = await run_verifier(task, sandbox, timeout=timeout)
+        log, pro_tests = result.stdout, None
+    else:
+        result = await sandbox.exec(
+            ["bash", "-c", f"{task.test_cmd} 2>&1"],
+            timeout=timeout,
+            cwd=task.workdir,
+            env=CHECK_ENV,
+        )
+        log, pro_tests = result.stdout, None
     timings["tests_s"] = time.perf_counter() - started
-    log = result.stdout
+    command = task.test_cmd or (
+        f"{VERIFIER_DIR}/test.sh"
+        if task.verifier
+        else "run_script.sh " + ",".join(task.selected_test_files)
+    )
     tests_written = set(task.test_files) | {t.partition("::")[0] for t in task.fail_to_pass}
     changed = (set(write) | set(delete)) - tests_written
     # Whose failure is a run with no verdict: with the agent's changes in the tree, the
@@ -347,16 +386,44 @@ async def grade(
         if not changed:
             raise VerifierError(
                 f"{task.instance_id}: the tests ran past {timeout:g}s on the untouched base: "
-                f"{shlex.quote(task.test_cmd)}",
+                f"{shlex.quote(command)}",
                 code="timeout",
             )
         outcome, report = "timeout", _all_failed(task)
     else:
-        tests, report = await asyncio.to_thread(score, task, log)
-        if not tests:
+        if task.verifier:
+            if TEST_PATCH_FAILED in log:
+                raise VerifierError(
+                    f"{task.instance_id}: the row's test.sh could not install its test patch "
+                    f"(the test files are the base's): {log[-1500:]}",
+                    code="swe_test_patch",
+                )
+            if verdict is None:
+                if not changed:
+                    raise VerifierError(
+                        f"{task.instance_id}: the row's grade.py wrote no reward "
+                        f"(exit {result.exit_code}): {log[-1500:]}",
+                        code="swe_no_results",
+                    )
+                outcome = "no_results"
+            # The grader's verdict is all there is: no per-test statuses to report.
+            passed = verdict == 1
+            report = {
+                "FAIL_TO_PASS": _all(task.fail_to_pass, passed),
+                "PASS_TO_PASS": _all(task.pass_to_pass, passed),
+            }
+        elif task.run_script is not None:
+            tests = pro_tests or {}
+            report = _report(task, tests)
+        elif task.expected_output:
+            tests = parse_r2e(log)
+            report = _report(task, tests)
+        else:
+            tests, report = await asyncio.to_thread(score, task, log)
+        if not tests and not task.verifier:
             if not changed:
                 raise VerifierError(
-                    f"{task.instance_id}: no test result in the log of {task.test_cmd!r} "
+                    f"{task.instance_id}: no test result in the log of {command!r} "
                     f"(exit {result.exit_code}): {log[-1500:]}",
                     code="swe_no_results",
                 )
@@ -369,6 +436,16 @@ async def grade(
     resolved = (
         not f2p["failure"] and not p2p["failure"] and len(f2p["success"]) == len(task.fail_to_pass)
     )
+    if task.verifier:
+        resolved = outcome == "ran" and verdict == 1
+    if task.expected_output:
+        # SWE-Next's rule (R2E's `_calculate_reward_r2e`): every test the gold-patched
+        # suite passed passes again; tests it failed are free.
+        resolved = outcome == "ran" and all(
+            tests.get(name) == "PASSED"
+            for name, status in task.expected_output
+            if status == "PASSED"
+        )
     return GradeReport(
         tests=tests,
         fail_to_pass=f2p,
@@ -381,6 +458,139 @@ async def grade(
         timings=timings,
         outcome=outcome,
     )
+
+
+PRO_DIR = "/nemo_gym_grading"
+"""Where a Pro row's scripts and their logs go in the grading container (outside the
+repository, so no test run from it finds them)."""
+
+_PRO_RUN = (
+    'D="$3"; cd "$1" && bash "$D/run_script.sh" "$2" > "$D/stdout.log" 2> "$D/stderr.log"; '
+    'status=$?; PY="$(command -v python || command -v python3)"; '
+    '"$PY" "$D/parser.py" "$D/stdout.log" "$D/stderr.log" "$D/output.json" > "$D/parser.log" 2>&1; '
+    'echo "== run_script exit $status"; cat "$D/stdout.log" "$D/stderr.log" "$D/parser.log"'
+)
+
+
+async def run_pro(
+    task: SWETask, sandbox: Sandbox, *, timeout: float
+) -> tuple[ExecResult, dict[str, str] | None]:
+    """Run a SWE-bench Pro row's `run_script` and `parser_script` in `sandbox` (the fresh
+    grading container): (the run's result, its log as stdout; test -> status, or None
+    when the parser wrote no readable `{"tests": [...]}`)."""
+    assert task.run_script is not None and task.parser_script is not None
+    made = await sandbox.exec(["mkdir", "-p", PRO_DIR], timeout=60)
+    if made.exit_code != 0:
+        raise VerifierError(f"cannot make {PRO_DIR} in the grading container", code="swe_grading")
+    scripts = {"run_script.sh": task.run_script.encode(), "parser.py": task.parser_script.encode()}
+    await _write_tree(sandbox, PRO_DIR, scripts, {"run_script.sh": 0o755, "parser.py": 0o644})
+    # Pro's entry script passes the selected files comma-joined as one argument.
+    result = await sandbox.exec(
+        ["bash", "-c", _PRO_RUN, "pro", task.workdir, ",".join(task.selected_test_files), PRO_DIR],
+        timeout=timeout,
+        cwd=task.workdir,
+        env=CHECK_ENV,
+    )
+    shown = await sandbox.exec(["cat", f"{PRO_DIR}/output.json"], timeout=60)
+    return result, _pro_tests(shown.stdout if shown.exit_code == 0 else "")
+
+
+def _pro_tests(text: str) -> dict[str, str] | None:
+    try:
+        output = json.loads(text)
+    except ValueError:
+        return None
+    entries = output.get("tests") if isinstance(output, dict) else None
+    if not isinstance(entries, list):
+        return None
+    tests: dict[str, str] = {}
+    for entry in entries:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            tests[entry["name"]] = str(entry.get("status"))
+    return tests
+
+
+VERIFIER_DIR = "/tests"
+"""Where a swemer_oml row's test.sh, config.json, grade.py and test.patch go in the grading
+container (the layout its test.sh assumes)."""
+
+REWARD_FILE = "/logs/verifier/reward.txt"
+"""Where the row's grade.py writes its 0/1 verdict."""
+
+TEST_PATCH_FAILED = "ERROR: test.patch failed to apply"
+"""What a swemer_oml test.sh prints when its test patch does not install (NeMo Gym's mark)."""
+
+_VERIFY = (
+    'rm -f "$2"; mkdir -p "$(dirname "$2")" /workspace/test-results; '
+    'bash "$1/test.sh" 2>&1; echo "== test.sh exit $?"'
+)
+
+
+async def run_verifier(
+    task: SWETask, sandbox: Sandbox, *, timeout: float
+) -> tuple[ExecResult, int | None]:
+    """Run a swemer_oml row's own `test.sh` in `sandbox` (the fresh grading container):
+    (the run, its log as stdout; the reward its grade.py wrote, or None when none)."""
+    made = await sandbox.exec(["mkdir", "-p", VERIFIER_DIR], timeout=60)
+    if made.exit_code != 0:
+        raise VerifierError(
+            f"cannot make {VERIFIER_DIR} in the grading container", code="swe_grading"
+        )
+    files = {name: text.encode() for name, text in task.verifier}
+    files["test.patch"] = task.test_patch.encode()
+    await _write_tree(sandbox, VERIFIER_DIR, files, {n: 0o755 for n in files})
+    result = await sandbox.exec(
+        ["bash", "-c", _VERIFY, "verify", VERIFIER_DIR, REWARD_FILE],
+        timeout=timeout,
+        cwd=task.workdir,
+        env=CHECK_ENV,
+    )
+    shown = await sandbox.exec(["cat", REWARD_FILE], timeout=60)
+    text = shown.stdout.strip() if shown.exit_code == 0 else ""
+    return result, (int(text) if text in ("0", "1") else None)
+
+
+def _all(names: tuple[str, ...], passed: bool) -> dict[str, list[str]]:
+    return {"success": list(names) if passed else [], "failure": [] if passed else list(names)}
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def parse_r2e(log: str) -> dict[str, str]:
+    """Test -> PASSED/FAILED/ERROR of a `pytest -rA` log, by SWE-Next's (R2E's
+    `parse_log_pytest`) rule, the one its `expected_output_json` was made with: the short
+    test summary's lines (else the whole log), a test named by what follows its first `::`
+    up to ` - `. ANSI colours are dropped from both sides, as NeMo Gym does."""
+    cleaned = _ANSI.sub("", log).replace("\r", "")
+    if "short test summary info" in cleaned:
+        lines = cleaned.split("short test summary info", 1)[1].strip().split("\n")
+    else:
+        lines = cleaned.splitlines()
+    statuses: dict[str, str] = {}
+    for line in lines:
+        stripped = line.strip()
+        status = next((s for s in ("PASSED", "FAILED", "ERROR") if s in stripped), None)
+        if status is None:
+            continue
+        if "::" in stripped:
+            name = stripped.split("::", 1)[1].split(" - ")[0]
+        else:
+            parts = stripped.split()
+            at = parts.index(status) if status in parts else 0
+            name = " ".join(parts[at + 1 :]).split(" - ")[0] if len(parts) > at + 1 else stripped
+        statuses[name] = status
+    return statuses
+
+
+def _report(task: SWETask, tests: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
+    """A named test counts only when the parser says PASSED (Pro's rule, SWE-Next's)."""
+
+    def split(names: tuple[str, ...]) -> dict[str, list[str]]:
+        passed = [n for n in names if tests.get(n) == "PASSED"]
+        return {"success": passed, "failure": [n for n in names if tests.get(n) != "PASSED"]}
+
+    return {"FAIL_TO_PASS": split(task.fail_to_pass), "PASS_TO_PASS": split(task.pass_to_pass)}
 
 
 def _all_failed(task: SWETask) -> dict[str, dict[str, list[str]]]:

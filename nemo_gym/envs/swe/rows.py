@@ -12,6 +12,24 @@ test command is `test_cmd`/`test_command`/`install_config.test_cmd`, else
 (`install_config.log_parser`), a name in the `swebench` package's registry, else the
 repository's parser there, else `parse_log_pytest`.
 
+A SWE-bench Pro row (NeMo Gym's `swebench_pro`: `run_script`, `parser_script`,
+`selected_test_files_to_run`) is graded by its own scripts, as Pro's evaluator grades it:
+`run_script` runs the selected test files and `parser_script` turns its output into
+`{"tests": [{"name", "status"}]}`, both in the fresh grading container only. Its
+repository is in `/app` and its image `jefzda/sweap-images:<dockerhub_tag>` (pinned by
+`image_digest` when the row has one).
+
+A SWE-Next row (NeMo Gym's `swe_next`: `expected_output_json`, the whole suite's status
+on the gold-patched repository) is graded as SWE-Next (R2E) grades it: its `r2e_tests`
+run with the image's `.venv` python, every test the snapshot has `PASSED` must pass again
+(the rest are free). Its grading artifacts (`r2e_tests/`, `expected_test_output.json`,
+...) are removed from the agent's container and graded from the image's copy.
+
+A swemer_oml row (NeMo Gym's `swemer_oml`: `test_sh`, `config_json`, `grade_py`) ships
+its own verifier: the three files (and the test patch as `test.patch`) go to `/tests` of
+the fresh grading container, `bash /tests/test.sh` installs the test patch, runs the
+suite and has `grade.py` write 0 or 1 to `/logs/verifier/reward.txt`, the reward.
+
 `patch` (the gold patch) is kept for the oracle and never shown to the policy.
 """
 
@@ -32,6 +50,30 @@ __all__ = ["SWETask", "load_rows", "read_row"]
 DEFAULT_WORKDIR = "/testbed"
 """Where SWE-bench's images hold the repository."""
 
+PRO_WORKDIR = "/app"
+"""Where SWE-bench Pro's images hold the repository."""
+
+PRO_IMAGES = "jefzda/sweap-images"
+"""SWE-bench Pro's image repository (NeMo Gym's `swebench_pro` default)."""
+
+R2E_TEST_CMD = (
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "
+    "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' "
+    ".venv/bin/python -W ignore -m pytest -rA r2e_tests"
+)
+"""SWE-Next's test command, the same for every row (its images bake it in)."""
+
+R2E_ARTIFACTS = (
+    "r2e_tests",
+    "parsed_commit.json",
+    "modified_files.json",
+    "modified_entities.json",
+    "syn_issue.json",
+    "expected_test_output.json",
+    "execution_result.json",
+)
+"""What a SWE-Next image holds for its grading: hidden from the agent (NeMo Gym's list)."""
+
 _IMAGE_FIELDS = ("image", "image_name", "docker_image", "image_url", "image_ref")
 _TEST_CMD_FIELDS = ("test_cmd", "test_command")
 
@@ -41,6 +83,12 @@ class SWETask:
     """One SWE task, checked: what the episode and the grading need.
 
     `build`: a folder with a Dockerfile that makes `image` when the engine lacks it.
+    `run_script`, `parser_script`, `selected_test_files`: a SWE-bench Pro row's grading
+    (its scripts, run on the selected files); `test_cmd` and `log_parser` are then unused.
+    `expected_output`: a SWE-Next row's (test, status) snapshot of the gold-patched suite;
+    its tests are parsed with SWE-Next's rule (`parse_r2e`) and every test PASSED there
+    must pass. `hidden`: paths in the repository removed from the agent's container and
+    graded from the image's copy.
     `source`: where the row came from ("file, line N"), for error messages.
     """
 
@@ -59,6 +107,12 @@ class SWETask:
     workdir: str = DEFAULT_WORKDIR
     test_cmd: str = ""
     log_parser: str | None = None
+    run_script: str | None = None
+    parser_script: str | None = None
+    selected_test_files: tuple[str, ...] = ()
+    expected_output: tuple[tuple[str, str], ...] = ()
+    hidden: tuple[str, ...] = ()
+    verifier: tuple[tuple[str, str], ...] = ()
     source: str = "<row>"
 
     @property
@@ -135,14 +189,24 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
     """
     if not isinstance(row, Mapping):
         raise ConfigError(f"{where}: a row must be a JSON object, not {type(row).__name__}")
+    if "instance_id" not in row and "task_id" in row and "image" in row:
+        raise ConfigError(
+            f"{where}: a DeepSWE row (NeMo Gym's deepswe: task_id, image, prompt): its tests, "
+            "test patch and grader live in the pinned deep-swe task directory (task.toml, "
+            "tests/test.sh, tests/grader.py, tests/config.json, tests/test.patch), not in the "
+            "row, and nemo_gym.envs.swe does not read those directories"
+        )
     instance_id = _text(row, "instance_id", where)
     assert instance_id is not None
     where = f"{where} ({instance_id})"
-    if "run_script" in row or "parser_script" in row:
-        raise ConfigError(
-            f"{where}: a SWE-bench Pro row (run_script, parser_script): its tests run and "
-            "are parsed by the row's own scripts, which nemo_gym.envs.swe does not run"
-        )
+    pro = "run_script" in row or "parser_script" in row
+    selected: tuple[str, ...] | None = ()
+    if pro:
+        for key in ("run_script", "parser_script"):
+            _text(row, key, where)
+        selected = _tests(row, ("selected_test_files_to_run",), where)
+        if not selected:
+            raise ConfigError(f"{where}: field 'selected_test_files_to_run' is missing or empty")
     install = row.get("install_config")
     install = install if isinstance(install, dict) else {}
     test_patch = _text(row, "test_patch", where, required="f2p_patch" not in row) or _text(
@@ -153,6 +217,8 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
     if not fail_to_pass:
         raise ConfigError(f"{where}: field 'FAIL_TO_PASS' is missing or empty")
     pass_to_pass = _tests(row, ("PASS_TO_PASS", "pass_to_pass"), where) or ()
+    expected = _expected_output(row, where)
+    verifier = _verifier(row, where)
     image = next((row[k] for k in _IMAGE_FIELDS if isinstance(row.get(k), str) and row[k]), None)
     build = _text(row, "build", where, required=False)
     if build is not None:
@@ -160,11 +226,15 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
         if not (folder / "Dockerfile").is_file():
             raise ConfigError(f"{where}: field 'build' = {build!r}: no Dockerfile in {folder}")
         build = str(folder.resolve())
+    if image is None and pro:
+        image = _pro_image(row, where)
     if image is None:
         image = _swebench_image(instance_id)
-    test_cmd = next(
-        (row[k] for k in _TEST_CMD_FIELDS if isinstance(row.get(k), str) and row[k]), None
-    ) or (install.get("test_cmd") if isinstance(install.get("test_cmd"), str) else None)
+    test_cmd = (
+        next((row[k] for k in _TEST_CMD_FIELDS if isinstance(row.get(k), str) and row[k]), None)
+        or (install.get("test_cmd") if isinstance(install.get("test_cmd"), str) else None)
+        or (R2E_TEST_CMD if expected else None)
+    )
     log_parser = _text(row, "log_parser", where, required=False) or install.get("log_parser")
     task = SWETask(
         instance_id=instance_id,
@@ -179,13 +249,20 @@ def read_row(row: Mapping[str, Any], *, where: str = "<row>", base: Path | None 
         environment_setup_commit=_text(row, "environment_setup_commit", where, required=False),
         image=image,
         build=build,
-        workdir=_text(row, "workdir", where, required=False) or DEFAULT_WORKDIR,
+        workdir=_text(row, "workdir", where, required=False)
+        or (PRO_WORKDIR if pro else DEFAULT_WORKDIR),
         test_cmd=test_cmd or "",
         log_parser=log_parser if isinstance(log_parser, str) else None,
+        run_script=row["run_script"] if pro else None,
+        parser_script=row["parser_script"] if pro else None,
+        selected_test_files=selected or (),
+        expected_output=expected,
+        hidden=R2E_ARTIFACTS if expected else (),
+        verifier=verifier,
         source=where,
     )
     files = task.test_files  # parses the test patch: a bad one fails here, at load
-    if not task.test_cmd:
+    if not task.test_cmd and not pro and not verifier:
         if not files:
             raise ConfigError(f"{where}: field 'test_patch' touches no file")
         task = _replace(task, test_cmd="pytest -rA -p no:cacheprovider " + " ".join(files))
@@ -219,6 +296,47 @@ def _replace(task: SWETask, **changes: Any) -> SWETask:
     from dataclasses import replace
 
     return replace(task, **changes)
+
+
+_VERIFIER_FIELDS = {"test_sh": "test.sh", "config_json": "config.json", "grade_py": "grade.py"}
+
+
+def _verifier(row: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+    if not any(key in row for key in _VERIFIER_FIELDS):
+        return ()
+    files = [(name, _text(row, key, where)) for key, name in _VERIFIER_FIELDS.items()]
+    try:
+        json.loads(files[1][1] or "")
+    except ValueError as exc:
+        raise ConfigError(f"{where}: field 'config_json' is not JSON: {exc}") from exc
+    return tuple((name, text) for name, text in files if text is not None)
+
+
+def _expected_output(row: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+    value = row.get("expected_output_json")
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: field 'expected_output_json' is not JSON: {exc}") from exc
+    if (
+        not isinstance(value, dict)
+        or not value
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    ):
+        raise ConfigError(
+            f"{where}: field 'expected_output_json' must be a non-empty object of test -> status"
+        )
+    return tuple(value.items())
+
+
+def _pro_image(row: Mapping[str, Any], where: str) -> str:
+    tag = _text(row, "dockerhub_tag", where)
+    digest = _text(row, "image_digest", where, required=False)
+    # A digest pins the exact image Pro's evaluator graded with; the tag alone may move.
+    return f"{PRO_IMAGES}@{digest}" if digest else f"{PRO_IMAGES}:{tag}"
 
 
 def _swebench_image(instance_id: str) -> str:

@@ -88,7 +88,12 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     ),
     "critpt": ("unsupported", _WEB + " (Artificial Analysis's grading API)"),
     "cvdp": ("issue 23", _SWE + " (hardware design tools in a container)"),
-    "deepswe": ("issue 23", _SWE),
+    "deepswe": (
+        "issue 23",
+        _SWE + ": its rows hold only task_id, image and prompt; the tests and grader are in "
+        "the deep-swe task directories, which `swe` does not read (its rows are refused naming "
+        "this)",
+    ),
     "denovo_swe": ("issue 23", _SWE),
     "ether0": ("later", "molecule answers scored with ether0's RDKit rewards"),
     "evalplus": (
@@ -172,12 +177,24 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "the wheel), flat `<db_id>.sqlite` files where `text_to_sql`'s `db_dir=` reads "
         "`<db_id>/<db_id>.sqlite`",
     ),
-    "swe_next": ("issue 23", _SWE),
+    "swe_next": (
+        "issue 23",
+        _SWE_ROWS + "; SWE-Next's rule: its r2e_tests (hidden from the agent) run, and every "
+        "test expected_output_json has PASSED passes again",
+    ),
     "swe_pivot": ("later", _JUDGE + " (pivot-turn actions)"),
     "swe_rebench": ("issue 23", _SWE_ROWS + " where swebench has the log parser (not Dart)"),
     "swebench": ("issue 23", _SWE_ROWS),
-    "swebench_pro": ("issue 23", _SWE + " (graded by its own run_script and parser_script)"),
-    "swemer_oml": ("issue 23", _SWE),
+    "swebench_pro": (
+        "issue 23",
+        _SWE_ROWS + "; graded by the row's own run_script and parser_script in the grading "
+        "container, Pro's rule (every fail_to_pass and pass_to_pass test PASSED)",
+    ),
+    "swemer_oml": (
+        "issue 23",
+        _SWE_ROWS + "; graded by the row's own test.sh and grade.py in the grading container, "
+        "the reward what grade.py writes",
+    ),
     "swemer_v1": ("issue 23", _SWE_ROWS),
     "swemer_v2": ("issue 23", _SWE_ROWS),
     "swerl_gen": ("issue 23", _SWE),

@@ -86,7 +86,7 @@ def test_lists_may_be_lists_and_defaults_follow_swe_bench() -> None:
         ({"log_parser": "parse_log_nothing"}, r"field 'log_parser' = 'parse_log_nothing'"),
         ({"test_patch": "--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n"}, r"test_patch.*cut short"),
         ({"patch": "--- a/../etc/passwd\n+++ b/x\n"}, r"not a relative path inside"),
-        ({"run_script": "x"}, r"SWE-bench Pro row"),
+        ({"run_script": "x"}, r"line 2 \(nemo-gym__calc-1\): field 'parser_script'"),
     ],
 )
 def test_bad_rows_name_the_file_line_and_field(
@@ -135,8 +135,29 @@ def test_nemo_gym_swe_rows_read_through_the_same_reader(
 def test_rows_nemo_gym_cannot_grade_here_are_refused_clearly() -> None:
     with pytest.raises(ConfigError, match="parse_log_dart"):
         list(load_rows(DATA / "nemo_gym" / "swe_rebench.jsonl"))
-    with pytest.raises(ConfigError, match="SWE-bench Pro row"):
-        list(load_rows(DATA / "nemo_gym" / "swebench_pro.jsonl"))
+
+
+def test_a_deepswe_row_is_refused_saying_its_tests_are_not_in_the_row() -> None:
+    with pytest.raises(
+        ConfigError, match=r"deepswe\.jsonl, line 1: a DeepSWE row .*task directory"
+    ):
+        list(load_rows(DATA / "nemo_gym" / "deepswe.jsonl"))
+
+
+def test_nemo_gym_swebench_pro_row_loads_with_its_scripts_pinned_image_and_app() -> None:
+    (task,) = load_rows(DATA / "nemo_gym" / "swebench_pro.jsonl")
+    assert task.image == (
+        "jefzda/sweap-images@sha256:"
+        "e49637ebe82a479ca43b4663525955bc9cdd58c457140ee31c20958d621d3cf7"
+    )
+    assert task.workdir == "/app"
+    assert task.run_script and task.parser_script
+    assert task.selected_test_files == (
+        "test/database.js",
+        "test/database/keys.js",
+        "test/user/emails.js",
+    )
+    assert task.fail_to_pass and task.test_files == ("test/database/keys.js", "test/user/emails.js")
 
 
 # --------------------------------------------------------------- patches
