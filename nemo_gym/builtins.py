@@ -36,6 +36,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "next_action": "nemo_gym.envs.tools.next_action:NextAction",
         "multiverse_math": "nemo_gym.envs.tools.multiverse_math:MultiverseMath",
         "counter": "nemo_gym.envs.tools.counter:Counter",
+        "math_with_code": "nemo_gym.envs.math.with_code:MathWithCode",
         "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
         "genrm": "nemo_gym.envs.knowledge.genrm:GenRM",
         "weather_report": "nemo_gym.envs.tools.weather_report:WeatherReport",
