@@ -407,8 +407,7 @@ def math_with_code_variants(task: Task) -> dict[str, list[Message]]:
     """Where the answer is read from (reply, else tool output), NeMo Gym's matching rule,
     and replies that game the parser: the prompt's own `\\boxed{your_answer}` echoed,
     an empty last box, an unclosed one."""
-    expected = task.metadata["expected_result"]
-    answer = expected.removeprefix("\\(").removesuffix("\\)")
+    answer = str(task.answer).removeprefix("\\(").removesuffix("\\)")
 
     def run(i: int, code: str, content: str | None = None) -> Message:
         call = ToolCall(id=f"c{i}", name="execute_python", arguments=json.dumps({"code": code}))

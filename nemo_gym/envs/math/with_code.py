@@ -300,7 +300,8 @@ def _tool_stdout(output: str) -> str:
 
 
 async def verify_boxed_with_code(task: Task, trajectory: Trajectory) -> Rewards:
-    """1.0 when the reply's answer (else the tool output's) matches `expected_result`."""
+    """1.0 when the reply's answer (else the tool output's) matches the task's answer (the
+    row's `expected_result`)."""
     produced = trajectory.messages[len(task.messages) :]
     actual = None
     for message in reversed(produced):
@@ -314,7 +315,7 @@ async def verify_boxed_with_code(task: Task, trajectory: Trajectory) -> Rewards:
                 actual = last_boxed(_tool_stdout(message.content or ""))
                 if actual is not None:
                     break
-    matched = answers_match(actual, task.metadata["expected_result"])
+    matched = answers_match(actual, str(task.answer))
     return Rewards(
         reward=float(matched),
         components={"accuracy": float(matched)},
@@ -379,7 +380,7 @@ class MathWithCode(DatasetEnv):
         return Task(
             id=self.task_id(row, split, "id"),
             messages=messages,
-            metadata={"expected_result": row.require("expected_result", str)},
+            answer=row.require("expected_result", str),
         )
 
     async def open(self, task: Task) -> BasicEpisode:
@@ -401,7 +402,7 @@ class MathWithCode(DatasetEnv):
     def oracle(self, task: Task) -> Turns:
         """The answer set in one call, printed boxed by the next (it needs the first's
         globals), then stated without a box: the reward comes from the tool's output."""
-        answer = _normalized(task.metadata["expected_result"])
+        answer = _normalized(str(task.answer))
         calls = [
             ToolCall(
                 id="c0", name="execute_python", arguments=json.dumps({"code": f"a = {answer!r}"})
@@ -419,7 +420,7 @@ class MathWithCode(DatasetEnv):
         ]
 
     def wrong(self, task: Task) -> Turns:
-        answer = _normalized(task.metadata["expected_result"])
+        answer = _normalized(str(task.answer))
         return [Message.assistant(f"\\boxed{{{answer} + 1}}")]
 
     async def aclose(self) -> None:

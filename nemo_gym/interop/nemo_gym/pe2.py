@@ -14,7 +14,7 @@ __all__ = ["PE2_SERVERS"]
 
 
 def _math_with_code(row: Row, server: str) -> Task:
-    return row_task(row, server, expected_result=row.require("expected_result", str))
+    return row_task(row, server, answer=row.require("expected_result", str))
 
 
 def _math_with_code_options(rows: Sequence[Row]) -> dict[str, Any]:
