@@ -39,6 +39,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "counter": "nemo_gym.envs.tools.counter:Counter",
         "workplace_assistant": "nemo_gym.envs.tools.workplace_assistant:WorkplaceAssistant",
         "terminal_action": "nemo_gym.envs.tools.terminal_action:TerminalAction",
+        "math_with_code": "nemo_gym.envs.math.with_code:MathWithCode",
         "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
         "genrm": "nemo_gym.envs.knowledge.genrm:GenRM",
         "reaction_mechanism": "nemo_gym.envs.knowledge.reaction_mechanism:ReactionMechanism",

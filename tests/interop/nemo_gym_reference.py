@@ -250,8 +250,22 @@ async def _session(server, request_cls, row: dict, response: dict) -> dict:  # t
     from pydantic import ValidationError
 
     request = _Request()
-    seed_cls = typing.get_type_hints(server.seed_session)["body"]
-    await server.seed_session(request, seed_cls.model_validate(row))
+    hint = typing.get_type_hints(server.seed_session)["body"]
+    # The base class's hint is a union of request models: the first the row fits, as
+    # FastAPI would pick.
+    seed_body = None
+    for seed_cls in typing.get_args(hint) or (hint,):
+        try:
+            seed_body = seed_cls.model_validate(row)
+            break
+        except ValidationError:
+            continue
+    if seed_body is None:
+        raise ValueError(f"no seed_session request model of {hint} fits the row")
+    if "request" in inspect.signature(server.seed_session).parameters:
+        await server.seed_session(request, seed_body)
+    else:
+        await server.seed_session(seed_body)
     for item in response["output"]:
         if item["type"] != "function_call":
             continue

@@ -441,6 +441,8 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out.update(judged_variants(server, env, task))
     elif server in PROTOCOLS:
         out.update(graded_variants(server, task))
+    if server == "math_with_code":
+        out.update(math_with_code_variants(task))
     if server == "instruction_following":
         follows, breaks = IF_REPLIES[task.id]
         out["follows"], out["breaks"] = [Message.assistant(follows)], [Message.assistant(breaks)]
@@ -740,6 +742,54 @@ def litmus_variants(task: Task) -> dict[str, list[Message]]:
     # An answer only in the reasoning (a Responses reasoning item): not the reply's.
     replies["reasoning_only"] = [Message.assistant("I cannot tell.", reasoning=form.format(gold))]
     return replies
+
+
+def math_with_code_variants(task: Task) -> dict[str, list[Message]]:
+    """Where the answer is read from (reply, else tool output), NeMo Gym's matching rule,
+    and replies that game the parser: the prompt's own `\\boxed{your_answer}` echoed,
+    an empty last box, an unclosed one."""
+    answer = str(task.answer).removeprefix("\\(").removesuffix("\\)")
+
+    def run(i: int, code: str, content: str | None = None) -> Message:
+        call = ToolCall(id=f"c{i}", name="execute_python", arguments=json.dumps({"code": code}))
+        return Message.assistant(content, tool_calls=(call,))
+
+    # NeMo Gym's tool has a short list of builtins (no `chr`): plain string literals.
+    printed = "print(" + repr("\\boxed{" + answer + "}") + ")"
+    out = {
+        "boxed_reply": [Message.assistant(f"So the answer is \\boxed{{{answer}}}.")],
+        "dollars": [Message.assistant(f"\\boxed{{$ {answer} $}}")],
+        # The reply's box wins over the tool's, even when the tool's is right.
+        "reply_over_tool": [run(0, printed), Message.assistant("\\boxed{0.5}")],
+        # An earlier message's box counts when the last message has none.
+        "earlier_message": [
+            run(0, "x = 1", f"First guess: \\boxed{{{answer}}}"),
+            Message.assistant("Done."),
+        ],
+        # A failing call, then a call that needs the failing one's earlier lines.
+        "after_error": [
+            run(0, f"a = {answer!r}\nb = sorted([2, 1])"),
+            run(1, 'print("\\\\boxed{" + a + "}")'),
+            Message.assistant("See above."),
+        ],
+        # A call that exits the interpreter: its names are lost, the next call fails.
+        "exits": [
+            run(0, f"a = {answer!r}\n__import__('sys').exit(0)"),
+            run(1, 'print("\\\\boxed{" + a + "}")'),
+            Message.assistant("See above."),
+        ],
+        "echo_prompt": [Message.assistant(task.messages[0].content or "")],
+        "empty_last_box": [Message.assistant(f"\\boxed{{{answer}}} or maybe \\boxed{{}}")],
+        "unclosed": [Message.assistant(f"\\boxed{{{answer}")],
+        "printed_guess": [run(0, "print('\\\\boxed{7}')"), Message.assistant("See above.")],
+    }
+    try:
+        value = float(answer)
+    except ValueError:
+        return out
+    out["near"] = [Message.assistant(f"\\boxed{{{value + 1e-9!r}}}")]
+    out["far"] = [Message.assistant(f"\\boxed{{{value + 1e-3!r}}}")]
+    return out
 
 
 def genrm_variants(env: Any, task: Task) -> dict[str, list[Message]]:

@@ -137,11 +137,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "segmenter, both also downloaded models; no rule to port",
     ),
     "math_formal_lean": ("later", _SANDBOX + " (a Lean 4 and Mathlib image)"),
-    "math_with_code": (
-        "later",
-        _SANDBOX + " (a Python tool that keeps its globals across a rollout's calls; the "
-        "answer is the last `\\boxed{}` of the reply, else of the tool's output)",
-    ),
     "moldetox": ("later", "molecule edits scored with RDKit fingerprints"),
     "nemo_user_sim": (
         "later",
