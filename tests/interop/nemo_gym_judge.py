@@ -173,6 +173,27 @@ def _inverse_if(prompt: str) -> str:
     return "```json\n" + json.dumps(verdict) + "\n```"
 
 
+def _terminus(prompt: str) -> str:
+    """[[A=B]] when the candidate runs the same programs as the gold, in the same order
+    (the first word of each command). A candidate whose analysis holds
+    `[[judge-reply:"..."]]` gets that reply: inside the candidate's JSON the marker's
+    quotes are escaped, so it is read from the decoded analysis."""
+    gold_text = prompt.rsplit("\nGOLD:\n", 1)[-1].split("\n\nCANDIDATE:\n", 1)[0]
+    candidate_text = prompt.rsplit("\n\nCANDIDATE:\n", 1)[-1]
+
+    def programs(text: str) -> list[str]:
+        batch = json.loads(text)
+        return [(c.get("keystrokes", "").split() or [""])[0] for c in batch.get("commands", [])]
+
+    candidate = json.loads(candidate_text)
+    analysis = str(candidate.get("analysis", candidate.get("state_analysis", "")))
+    forced = _FORCED.search(analysis)
+    if forced:
+        return str(json.loads(forced.group(1)))
+    same = programs(gold_text) == programs(candidate_text)
+    return f"5. **Final verdict**: {'[[A=B]]' if same else '[[A!=B]]'}"
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -209,4 +230,6 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _inverse_if(_text(messages[-1:]))
     if server == "multichallenge":
         return _multichallenge(prompt)
+    if server == "terminus_judge":
+        return _terminus(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

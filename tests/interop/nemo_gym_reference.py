@@ -70,6 +70,34 @@ OVERRIDES["inverse_if"] = _shipped_config(
 )
 
 
+# Its shipped configs/terminus_judge.yaml (the class defaults name a prompt file the wheel
+# lacks and turn the string-similarity fast path off), the prompt path made absolute.
+def _terminus_config() -> dict:
+    import importlib.util
+
+    import yaml
+
+    spec = importlib.util.find_spec("resources_servers")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    folder = Path(next(iter(spec.submodule_search_locations))) / "terminus_judge"
+    shipped = yaml.safe_load((folder / "configs" / "terminus_judge.yaml").read_text())
+    found = shipped["terminus_judge_resources_server"]["resources_servers"]["terminus_judge"]
+    keys = (
+        "check_twice_swap",
+        "enable_string_similarity",
+        "string_similarity_threshold",
+        "enable_llm_judge",
+    )
+    return {
+        **{key: found[key] for key in keys},
+        "judge_prompt_template_fpath": str(folder / found["judge_prompt_template_fpath"]),
+    }
+
+
+OVERRIDES["terminus_judge"] = _terminus_config()
+
+
 def _judge_config(config_cls) -> dict:  # type: ignore[no-untyped-def]
     """A judge-based server's required judge settings: a judge model server by name (its
     calls never leave this process, see `_scripted_judge`) and empty request params."""

@@ -81,6 +81,21 @@ def test_the_judge_prompts_are_nemo_gyms_own_files() -> None:
     assert template("inverse_if") == settings_["default_judge_prompt_template"]
     assert template("inverse_if.system") == settings_["default_judge_system_prompt"]
     assert template("deepsearchqa") == (root / "deepsearchqa" / "judge_prompt.txt").read_text()
+    terminus = root / "terminus_judge"
+    shipped = yaml.safe_load((terminus / "configs/terminus_judge.yaml").read_text())
+    settings_ = shipped["terminus_judge_resources_server"]["resources_servers"]["terminus_judge"]
+    assert (settings_["judge_prompt_template_fpath"], settings_["judge_system_message"]) == (
+        "prompt_templates/rubrics_v4.txt",
+        None,
+    )
+    assert template("terminus_judge") == (terminus / "prompt_templates/rubrics_v4.txt").read_text()
+    # The thresholds and switches the protocol hard-codes are the shipped config's.
+    assert (
+        settings_["enable_string_similarity"],
+        settings_["string_similarity_threshold"],
+        settings_["enable_llm_judge"],
+        settings_["check_twice_swap"],
+    ) == (True, 0.95, True, False)
     for name, (path, constant) in WHEEL_CONSTANTS.items():
         tree = ast.parse((root / path).read_text())
         (value,) = [
@@ -114,6 +129,7 @@ def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
         "math_with_autograder": 0,
         "multichallenge": 2,  # one per rubric item
         "inverse_if": 3,
+        "terminus_judge": 0,  # the gold's own keystrokes pass the similarity check
     }.get(server, int(PROTOCOLS[server].judged))
     assert done.rewards.metadata["judge_calls"] == len(calls) == wanted
     for call in calls:
@@ -308,6 +324,7 @@ ROW_FIELDS = {
         {"question": "Rude?", "pass_criteria": "NO"},
     ],
     "verifier_metadata": {"question_type": "multi-session", "question": "q", "answer": "3"},
+    "metadata": {"harness": "terminus_2"},
 }
 
 
@@ -458,3 +475,80 @@ def test_inverse_if_uses_the_rows_own_judge_prompts_and_reads_json_verdicts() ->
         )
     with pytest.raises(gym.errors.ConfigError, match=r"row 0: field 'judge_prompt_template'"):
         ng.load([{**row, "judge_prompt_template": "{answer}"}], server="inverse_if", judge=None)
+
+
+def _terminus_row(index: int = 0, **changes: Any) -> dict[str, Any]:
+    row = json.loads((DATA / "terminus_judge.jsonl").read_text().splitlines()[index])
+    return {**row, **changes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"metadata": {"harness": "terminus_3"}}, "metadata.harness"),
+        ({"metadata": None}, "metadata.harness"),
+        ({"expected_answer": "ls -la"}, "expected_answer"),
+        ({"expected_answer": '{"analysis": "", "plan": ""}'}, "expected_answer"),
+        ({"threshold": "high"}, "threshold"),
+    ],
+)
+def test_terminus_judge_refuses_rows_it_would_score_0(changes: dict[str, Any], field: str) -> None:
+    """NeMo Gym scores these rows 0 whatever the reply (expected_answer_invalid,
+    unknown_harness); refused at load, naming the field."""
+    with pytest.raises(gym.errors.ConfigError, match=rf"row 0: field '{re.escape(field)}'"):
+        ng.load([_terminus_row(**changes)], server="terminus_judge", judge=None)
+
+
+def test_terminus_judge_checks_the_batch_before_its_judge() -> None:
+    """Schema (a bool is no duration), the gold's task-complete flag, the similarity fast
+    path with the row's own threshold; only then the judge, whose failure is a failure."""
+    gold = json.loads(_terminus_row()["expected_answer"])
+    done_gold = {**gold, "task_complete": True}
+    row = _terminus_row(expected_answer=json.dumps(done_gold), threshold=0.5)
+    asked: list[str] = []
+
+    def judge(request: Any) -> str:
+        asked.append(request.messages[-1].content)
+        return "no verdict here"
+
+    env = ng.load([row], server="terminus_judge", judge=ScriptedModel(judge))
+    task = env.tasks()[0]
+
+    def score(reply: dict[str, Any]) -> Any:
+        return asyncio.run(gym.rollout(env, ScriptedModel([json.dumps(reply)]), task))
+
+    command = gold["commands"][0]
+    bad_duration = score({**done_gold, "commands": [{**command, "duration": True}]})
+    assert bad_duration.reward == 0.0 and bad_duration.rewards.metadata["verdict"] == (
+        "schema_check_failed"
+    )
+    not_done = score({**done_gold, "task_complete": False})
+    assert not_done.reward == 0.0 and not_done.rewards.metadata["verdict"] == (
+        "task_complete_check_failed"
+    )
+    # Half alike passes the row's threshold of 0.5 without a judge call.
+    half = command["keystrokes"][: len(command["keystrokes"]) // 2 + 2]
+    near = score({**done_gold, "commands": [{**command, "keystrokes": half}]})
+    assert near.reward == 1.0 and near.rewards.metadata["judge_calls"] == 0
+    assert not asked
+    far = score({**done_gold, "commands": [{**command, "keystrokes": "echo hi\n"}]})
+    assert far.reward is None and far.failure is not None
+    assert far.failure.code == "judge_failed" and len(asked) == 1
+    assert asked[0].endswith(
+        "CANDIDATE:\n"
+        + json.dumps({**done_gold, "commands": [{**command, "keystrokes": "echo hi\n"}]})
+    )
+
+
+def test_terminus_judge_reads_the_verdict_as_nemo_gym_does() -> None:
+    """The later label in the reply's last 200 characters, else the earlier in the whole
+    reply; none is no verdict."""
+    parse = PROTOCOLS["terminus_judge"].parse
+    fields: dict[str, Any] = {}
+    assert parse(["[[A!=B]] no... Final verdict: [[A=B]]"], fields).reward == 1.0  # type: ignore[union-attr]
+    assert parse(["Final verdict: [[A=B]]? No: [[A!=B]]"], fields).reward == 0.0  # type: ignore[union-attr]
+    tail = "." * 201
+    assert parse(["[[A=B]] then [[A!=B]]" + tail], fields).reward == 1.0  # type: ignore[union-attr]
+    assert parse(["[[A!=B]] then [[A=B]]" + tail], fields).reward == 0.0  # type: ignore[union-attr]
+    assert parse(["A=B, equivalent"], fields) is None
+    assert parse([""], fields) is None

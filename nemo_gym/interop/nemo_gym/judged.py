@@ -1127,6 +1127,167 @@ def _inverse_if_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verd
     )
 
 
+# terminus_judge: one terminal turn (a JSON batch of keystrokes) against the row's gold
+# turn. Its shipped config: the reply must be the harness's JSON schema and keep the gold's
+# task-complete flag; keystrokes at least 95% alike (difflib) score 1 without a judge;
+# else its rubrics_v4 judge compares GOLD and CANDIDATE, `[[A=B]]` or `[[A!=B]]`.
+_TERMINUS_COMMAND = {
+    "terminus_1": ({"keystrokes": str, "is_blocking": bool, "timeout_sec": float}, {"*"}),
+    "terminus_2": ({"keystrokes": str, "duration": float}, {"keystrokes"}),
+}
+_TERMINUS_TOP = {
+    "terminus_1": (
+        {"state_analysis": str, "explanation": str, "commands": list, "is_task_complete": bool},
+        {"*"},
+    ),
+    "terminus_2": (
+        {"analysis": str, "plan": str, "commands": list, "task_complete": bool},
+        {"analysis", "plan", "commands"},
+    ),
+}
+_TERMINUS_THRESHOLD = 0.95
+_TERMINUS_EQUAL, _TERMINUS_NOT_EQUAL = "[[A=B]]", "[[A!=B]]"
+
+
+def _json_type(value: Any, kind: type) -> bool:
+    """JSON Schema's types: a bool is not a number, an int is."""
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _terminus_schema_error(value: Any, harness: str) -> str | None:
+    """Why `value` fails the harness's CommandBatchResponse schema (NeMo Gym's
+    schemas.py, checked there with openapi-schema-validator), or None."""
+
+    def check(found: Any, where: str, spec: tuple[dict[str, type], set[str]]) -> str | None:
+        types, required = spec
+        if not isinstance(found, dict):
+            return f"{where} is not an object"
+        needed = set(types) if "*" in required else required
+        missing = sorted(needed - set(found))
+        extra = sorted(set(found) - set(types))
+        if missing or extra:
+            return f"{where}: missing {missing}, not allowed {extra}"
+        for key, kind in types.items():
+            if key in found and not _json_type(found[key], kind):
+                return f"{where}.{key} is not a {kind.__name__}"
+        return None
+
+    problem = check(value, "the reply", _TERMINUS_TOP[harness])
+    for at, command in enumerate(value.get("commands", []) if problem is None else []):
+        problem = problem or check(command, f"commands[{at}]", _TERMINUS_COMMAND[harness])
+    return problem
+
+
+def _terminus_expected(fields: Mapping[str, Any]) -> str:
+    """`_extract_expected_answer`: the row's `expected_answer`, else its metadata's."""
+    found = fields.get("expected_answer") or (fields.get("metadata") or {}).get("expected_answer")
+    return "" if found is None else str(found)
+
+
+def _terminus_harness(fields: Mapping[str, Any]) -> str:
+    return str((fields.get("metadata") or {}).get("harness"))
+
+
+def _terminus_check(row: Row) -> None:
+    # NeMo Gym scores these rows 0 whatever the reply (expected_answer_invalid,
+    # unknown_harness); refused here.
+    fields = {k: row.data.get(k) for k in ("expected_answer", "metadata")}
+    if fields["metadata"] is not None and not isinstance(fields["metadata"], dict):
+        raise row.bad("metadata", "must be an object")
+    harness = _terminus_harness(fields)
+    if harness not in _TERMINUS_TOP:
+        raise row.bad("metadata.harness", f"is {harness!r}; one of {sorted(_TERMINUS_TOP)}")
+    expected = _terminus_expected(fields)
+    try:
+        gold = json.loads(expected)
+    except json.JSONDecodeError as exc:
+        raise row.bad("expected_answer", f"is not JSON ({exc})") from exc
+    problem = _terminus_schema_error(gold, harness)
+    if problem is not None:
+        raise row.bad("expected_answer", f"is not a {harness} command batch: {problem}")
+    threshold = row.data.get("threshold")
+    if threshold is not None and not _json_type(threshold, float):
+        raise row.bad("threshold", "must be a number")
+
+
+def _terminus_text(messages: Sequence[Message]) -> str:
+    """Every assistant message, one per line, stripped; then what follows the last
+    `</think>`."""
+    text = _all_text(messages)
+    return text.split("</think>")[-1].strip() if "</think>" in text else text
+
+
+def _keystrokes(batch: Mapping[str, Any]) -> list[str]:
+    return [c.get("keystrokes", "") for c in batch.get("commands", []) if "keystrokes" in c]
+
+
+def _terminus_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    """Everything before the judge: the reply's JSON, schema, task-complete flag, and the
+    keystrokes' similarity (difflib's ratio of the concatenated keystrokes)."""
+    from difflib import SequenceMatcher
+
+    harness = _terminus_harness(fields)
+    try:
+        said = json.loads(text)
+    except json.JSONDecodeError:
+        return Verdict(0.0, "model_output_invalid")
+    if not isinstance(said, dict):
+        return Verdict(0.0, "model_output_invalid")
+    if harness not in _TERMINUS_TOP:  # load refuses such rows; a stored task was edited
+        raise VerifierError(f"terminus_judge: unknown harness {harness!r}", code="bad_task")
+    if _terminus_schema_error(said, harness) is not None:
+        return Verdict(0.0, "schema_check_failed")
+    try:
+        gold = json.loads(_terminus_expected(fields))
+    except json.JSONDecodeError as exc:
+        raise VerifierError(
+            f"terminus_judge: the gold is not JSON: {exc}", code="bad_task"
+        ) from exc
+    flag = "task_complete" if harness == "terminus_2" else "is_task_complete"
+    if gold.get(flag) and not said.get(flag):
+        return Verdict(0.0, "task_complete_check_failed")
+    ours, theirs = "".join(_keystrokes(said)), "".join(_keystrokes(gold))
+    if not ours and not theirs:
+        similarity = 1.0
+    elif not ours or not theirs:
+        similarity = 0.0
+    else:
+        similarity = SequenceMatcher(None, theirs, ours).ratio()
+    threshold = fields.get("threshold")
+    if similarity >= (_TERMINUS_THRESHOLD if threshold is None else float(threshold)):
+        return Verdict(1.0, "string_similarity", {"similarity": similarity})
+    return None
+
+
+def _terminus_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    # NeMo Gym reads its template file stripped; the copy keeps the file as shipped.
+    prompt = template("terminus_judge").strip()
+    return [
+        [("user", prompt.format(expected_answer=_terminus_expected(fields), generated_answer=text))]
+    ]
+
+
+def _terminus_label(reply: str) -> bool | None:
+    """`_parse_verdict_from_text`: the later label in the last 200 characters, else the
+    earlier in the whole reply; None with neither."""
+    for part, pick in ((reply[-200:], max), (reply, min)):
+        find = str.rfind if pick is max else str.find
+        equal, not_equal = find(part, _TERMINUS_EQUAL), find(part, _TERMINUS_NOT_EQUAL)
+        found = [(at, label) for at, label in ((equal, True), (not_equal, False)) if at >= 0]
+        if found:
+            return pick(found)[1]
+    return None
+
+
+def _terminus_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    label = _terminus_label(replies[0])
+    if label is None:
+        return None
+    return Verdict(float(label), "judge_equal" if label else "judge_not_equivalent")
+
+
 PROTOCOLS: Mapping[str, JudgeProtocol] = {
     p.name: p
     for p in (
@@ -1334,6 +1495,16 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             lambda f: str(_row_or_metadata(f, "reference_response") or ""),
             lambda messages: _without_thinking(_last_text(messages)),
             check=_inverse_if_check,
+        ),
+        JudgeProtocol(
+            "terminus_judge",
+            ("expected_answer", "metadata", "threshold"),
+            _terminus_prompts,
+            _terminus_parse,
+            _terminus_expected,
+            _terminus_text,
+            skip=_terminus_skip,
+            check=_terminus_check,
         ),
     )
 }

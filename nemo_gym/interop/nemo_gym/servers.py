@@ -487,8 +487,11 @@ _SERVERS = [
 # Later rounds' servers live in modules of their own, which import `Server` and `_task`.
 from nemo_gym.interop.nemo_gym.executed import EXECUTED  # noqa: E402
 from nemo_gym.interop.nemo_gym.extra_servers import EXTRA_SERVERS  # noqa: E402
+from nemo_gym.interop.nemo_gym.pj5 import PJ5_SERVERS  # noqa: E402
 
-SERVERS: Mapping[str, Server] = {s.name: s for s in [*_SERVERS, *EXTRA_SERVERS, *EXECUTED]}
+SERVERS: Mapping[str, Server] = {
+    s.name: s for s in [*_SERVERS, *EXTRA_SERVERS, *EXECUTED, *PJ5_SERVERS]
+}
 """Every supported NeMo Gym server by name; `.env` is the built-in environment it runs."""
 
 
