@@ -194,6 +194,17 @@ def _terminus(prompt: str) -> str:
     return f"5. **Final verdict**: {'[[A=B]]' if same else '[[A!=B]]'}"
 
 
+def _imo_proofbench(prompt: str) -> str:
+    """7 points for the ground-truth solution itself or a proposed solution calling itself
+    a complete proof, 1 for a partial one, else 0 (the IMO ProofBench
+    `<points>N out of 7</points>` format)."""
+    truth = _last(r"\*\*GROUND-TRUTH SOLUTION\*\*\n(.*?)\n\n\*\*SPECIFIC GRADING", prompt)
+    proposed = _last(r"\*\*PROPOSED SOLUTION\*\*\n(.*?)\n\nPresent your detailed", prompt)
+    complete = "complete proof" in proposed.lower() or (truth and proposed == truth)
+    points = 7 if complete else 1 if "partial" in proposed.lower() else 0
+    return f"The proposed solution, checked step by step.\n<points>{points} out of 7</points>"
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -232,4 +243,6 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _multichallenge(prompt)
     if server == "terminus_judge":
         return _terminus(prompt)
+    if server == "imo_proofbench_judge":
+        return _imo_proofbench(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

@@ -96,6 +96,9 @@ def _terminus_config() -> dict:
 
 
 OVERRIDES["terminus_judge"] = _terminus_config()
+# Its shipped config asks its judge over chat completions (the reply text stripped, its
+# thinking kept).
+OVERRIDES["imo_proofbench_judge"] = {"use_chat_completions_for_judge": True}
 
 
 def _judge_config(config_cls) -> dict:  # type: ignore[no-untyped-def]

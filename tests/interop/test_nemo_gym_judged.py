@@ -38,6 +38,7 @@ WHEEL_PROMPTS = {
     "math_with_autograder": "math_with_autograder/prompts/judge.yaml",
     "arena_judge.hard_prompt": "arena_judge/prompts/arena.yaml",
     "arena_judge.creative_writing": "arena_judge/prompts/arena_creative.yaml",
+    "imo_proofbench_judge": "imo_proofbench_judge/prompts/judge.yaml",
 }
 # Prompts NeMo Gym keeps as module constants: (file, constant).
 WHEEL_CONSTANTS = {
@@ -130,6 +131,7 @@ def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
         "multichallenge": 2,  # one per rubric item
         "inverse_if": 3,
         "terminus_judge": 0,  # the gold's own keystrokes pass the similarity check
+        "imo_proofbench_judge": 0,  # NeMo Skills' math_equal finds the boxed gold equal
     }.get(server, int(PROTOCOLS[server].judged))
     assert done.rewards.metadata["judge_calls"] == len(calls) == wanted
     for call in calls:
@@ -552,3 +554,93 @@ def test_terminus_judge_reads_the_verdict_as_nemo_gym_does() -> None:
     assert parse(["[[A!=B]] then [[A=B]]" + tail], fields).reward == 0.0  # type: ignore[union-attr]
     assert parse(["A=B, equivalent"], fields) is None
     assert parse([""], fields) is None
+
+
+# (gold, predicted): NeMo Skills' surface forms, letters, percentages, text and symbolic
+# equality, compared with the wheel's own `math_equal` where the reference venv is.
+MATH_EQUAL_CASES = [
+    ("\\binom{20}{10}^2 - \\binom{20}{9}^2", "5924217936"),
+    ("$f(x) = 0$", "f(x)=0"),
+    ("50\\%", "50"),
+    ("50%", "0.5"),
+    ("B", "(B)"),
+    ("B", "C"),
+    ("x+1", "1+x"),
+    ("\\frac{1}{2}", "0.5"),
+    ("3", "3."),
+    ("\\sqrt{2}/2", "\\frac{1}{\\sqrt{2}}"),
+    ("all even numbers", "all even numbers"),
+    ("all even numbers", "every even number"),
+    ("$g(x) = 5x$ for all x", "g(x) = 5x"),
+    ("2", "\\text{two}"),
+    ("7", ""),
+]
+
+
+def test_math_equal_is_nemo_skills() -> None:
+    """The port against the wheel's `math_equal` (math-verify 0.8.0 there, 0.9.0 here),
+    case by case; without the reference venv, against the verdicts it gave."""
+    import subprocess
+
+    from interop.test_nemo_gym_servers import PYTHON
+    from nemo_gym.interop.nemo_gym.skills_math import math_equal
+
+    ours = [math_equal(gold, said) for gold, said in MATH_EQUAL_CASES]
+    recorded = [True, True, True, False, True, False, True, True, True, True]
+    recorded += [True, False, True, False, False]
+    assert ours == recorded
+    if not Path(PYTHON).is_file():
+        pytest.skip("no NeMo Gym reference venv (bash scripts/test-nemo-gym-reference.sh)")
+    script = (
+        "import json, sys\n"
+        "from resources_servers.imo_proofbench_judge.app import math_equal\n"
+        "cases = json.loads(sys.stdin.read())\n"
+        "print(json.dumps([math_equal(g, p) for g, p in cases]))\n"
+    )
+    done = subprocess.run(
+        [PYTHON, "-c", script],
+        input=json.dumps(MATH_EQUAL_CASES),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "NEMO_GYM_LOG_LEVEL": "ERROR"},
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == ours, done.stderr[-2000:]
+
+
+def test_imo_proofbench_judge_reads_verdicts_as_nemo_skills_does() -> None:
+    """`Judgement:` Yes/No first, then `\\boxed{Correct|Incorrect}`, then
+    `<points>N out of 7</points>` (6 and 7 pass); none is no verdict."""
+    parse = PROTOCOLS["imo_proofbench_judge"].parse
+    fields: dict[str, Any] = {}
+
+    def reward(reply: str) -> float | None:
+        found = parse([reply], fields)
+        return None if found is None else found.reward
+
+    assert reward("**Judgement**: Yes <points>0 out of 7</points>") == 1.0
+    assert reward("Judgement: maybe. \\boxed{Incorrect} <points>7 out of 7</points>") == 0.0
+    assert reward("<points>6 out of 7</points>") == 1.0
+    assert reward("<points>5 out of 7</points>") == 0.0
+    assert reward("<points>7</points>") is None
+    assert reward("") is None
+    found = parse(["<points>1 out of 7</points>"], fields)
+    assert found is not None and found.components["judge_points"] == 1.0
+
+
+async def test_imo_proofbench_judge_asks_only_past_its_symbolic_check() -> None:
+    """No boxed answer: 0 with no judge call; the gold in another form: 1 with none; a
+    boxed proof: the judge, whose failure is a failure."""
+    env = _env("imo_proofbench_judge", ScriptedModel([ModelError("judge down")] * 3))
+    task = env.tasks()[3]  # gold: $g(x) = 5x$ for all x
+
+    async def run(text: str) -> Any:
+        return await gym.rollout(env, ScriptedModel([text]), task)
+
+    none = await run("<think>\\boxed{g(x)=5x}</think>So g is linear.")
+    assert none.reward == 0.0 and none.rewards.metadata["judge_calls"] == 0
+    same = await run("\\boxed{ $g(x)=5x$ for all x. }")
+    assert same.reward == 1.0 and same.rewards.metadata["verdict"] == "symbolic_correct"
+    asked = await run("\\boxed{g is five times x}")
+    assert asked.failure is not None and asked.failure.code == "judge_failed"

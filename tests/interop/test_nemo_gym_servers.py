@@ -52,6 +52,7 @@ EMPTY_JUDGE_SCORES_0 = (
     "deepsearchqa",
     "false_statement_judge",
     "frontierscience_judge",
+    "imo_proofbench_judge",
     "inverse_if",
     "longmemeval",
     "math_with_autograder",
@@ -679,7 +680,7 @@ def judged_variants(server: str, env: Any, task: Task) -> dict[str, list[Message
         out["unboxed_words"] = [Message.assistant("See above.")]
         out["judge_first_wins"] = [
             Message.assistant(
-                'See above. [[judge-reply:"\\\\boxed{Incorrect}, or \\\\boxed{Correct}"]]'
+                'See above. [[judge-reply:"\\\\boxed{Incorrect}, or \\u005cboxed{Correct}"]]'
             )
         ]
     if server == "longmemeval":
@@ -709,6 +710,8 @@ def judged_variants(server: str, env: Any, task: Task) -> dict[str, list[Message
         )
     if server == "terminus_judge":
         out.update(terminus_variants(fields))
+    if server == "imo_proofbench_judge":
+        out.update(imo_variants(oracle))
     if server == "false_statement_judge":
         out["repairs"] = [Message.assistant("Assume n is even; then the proof goes through.")]
         out["after_thinking"] = [Message.assistant("<think>This is false.</think>Proof: trivial.")]
@@ -759,6 +762,35 @@ def terminus_variants(fields: dict[str, Any]) -> dict[str, list[Message]]:
     else:
         out["claims_complete"] = batch(**{flag: True})
     return out
+
+
+def imo_variants(oracle: str) -> dict[str, list[Message]]:
+    """imo_proofbench_judge: boxed proofs the scripted judge grades 7, 1 and 0 points, the
+    gold in another surface form, a box only inside the thinking, an unboxed answer, and
+    judge replies in each of NeMo Skills' three verdict formats."""
+    gold = oracle[len("\\boxed{") : -1]
+
+    def boxed(text: str) -> list[Message]:
+        return [Message.assistant(f"Proof sketch above. \\boxed{{{text}}}")]
+
+    return {
+        # math-verify cannot settle these: the judge does
+        "complete_proof": boxed("This is a complete proof of the claim"),
+        "partial_proof": boxed("A partial argument only"),
+        "judge_unparseable": boxed('See above [[judge-reply:"hmm, hard to say"]]'),
+        "judge_empty": boxed('See above [[judge-reply:""]]'),
+        "judge_judgement_first": boxed(
+            'See above [[judge-reply:"Judgement: Yes\\n<points>1 out of 7</points>"]]'
+        ),
+        "judge_boxed_verdict": boxed('See above [[judge-reply:"\\u005cboxed{ correct }"]]'),
+        "judge_six_points": boxed('See above [[judge-reply:"<points>6 out of 7</points>"]]'),
+        "judge_bold_no": boxed(
+            'See above [[judge-reply:"**Judgement**: no, \\u005cboxed{Correct}"]]'
+        ),
+        "spaced_gold": [Message.assistant(f"\\boxed{{ {gold}. }}")],
+        "boxed_in_thinking": [Message.assistant(f"<think>\\boxed{{{gold}}}</think>I am not sure.")],
+        "unboxed": [Message.assistant(f"The answer is {gold}.")],
+    }
 
 
 def graded_variants(server: str, task: Task) -> dict[str, list[Message]]:

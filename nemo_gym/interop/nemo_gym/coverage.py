@@ -109,7 +109,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "ifbench": ("later", "IFBench's 57 checks; some need a part-of-speech tagger and NLTK data"),
     "iheval": ("later", "rule checks of instruction priority, to port"),
     "image_tools": ("unsupported", _VISION),
-    "imo_proofbench_judge": ("later", _JUDGE + " (a grading rubric)"),
     "indian_banking": ("later", _JUDGE + " (a tool world with a simulated customer)"),
     "indirect_prompt_injection": ("later", "its tool worlds and injected-action checks"),
     "interactive_browser": ("unsupported", _WEB + " (a live browser on the web)"),

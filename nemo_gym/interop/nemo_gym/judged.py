@@ -21,7 +21,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -88,9 +88,10 @@ class JudgeProtocol:
     more: Callable[[Sequence[str]], bool] = lambda replies: True
     """Whether to send the next judge request, given the replies so far (text_to_sql asks
     the swapped question only when the first says equal)."""
-    library: bool = False
-    """Math-verify first (NeMo Gym's math_with_judge heirs): a reply it finds equal to the
-    row's `expected_answer` scores 1 without a judge call."""
+    library: Callable[[Mapping[str, Any], str], Awaitable[Verdict | None]] | None = None
+    """A symbolic check before the judge: its verdict (a match) scores without a judge call,
+    None asks the judge. `_library` (our `MathVerifier` on `expected_answer`) for NeMo
+    Gym's math_with_judge heirs, NeMo Skills' `math_equal` for imo_proofbench_judge."""
 
 
 # --- the response text each server judges ------------------------------------------
@@ -1288,6 +1289,71 @@ def _terminus_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdic
     return Verdict(float(label), "judge_equal" if label else "judge_not_equivalent")
 
 
+# imo_proofbench_judge: the reply's last \boxed{} after its thinking; none scores 0 with no
+# judge call; NeMo Skills' `math_equal` with `expected_answer` scores 1 with none; else
+# the IMO ProofBench grader, read as NeMo Skills' `is_correct_judgement` reads it.
+_IMO_BOXED = re.compile(r"\\boxed\s*\{\s*(Correct|Incorrect)\s*\}", re.I)
+_IMO_POINTS = re.compile(r"<points>\s*(\d+)\s*out of 7\s*</points>", re.I)
+_IMO_PASS = 6
+
+
+def _imo_text(messages: Sequence[Message]) -> str:
+    from nemo_gym.interop.nemo_gym.skills_math import search_boxed
+
+    return search_boxed(_without_thinking(_last_text(messages))) or ""
+
+
+def _imo_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    # NeMo Skills' `prefill_judgement`: "No answer was provided. Judgement: No".
+    return None if text else Verdict(0.0, "no_answer", {"symbolic_correct": 0.0})
+
+
+async def _imo_symbolic(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    from nemo_gym.interop.nemo_gym.skills_math import symbolically_equal
+
+    if await symbolically_equal(str(fields.get("expected_answer")), text):
+        return Verdict(1.0, "symbolic_correct", {"symbolic_correct": 1.0})
+    return None
+
+
+def _imo_oracle(fields: Mapping[str, Any]) -> str:
+    """The gold answer boxed; for a proof-only row (a blank `expected_answer`) the
+    reference solution, boxed, for the judge to grade."""
+    gold = str(fields.get("expected_answer") or "").strip()
+    return f"\\boxed{{{gold or str(fields.get('reference_solution') or '').strip()}}}"
+
+
+def _imo_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    prompt = template("imo_proofbench_judge").format(
+        problem=str(fields.get("problem") or ""),
+        reference_solution=str(fields.get("reference_solution") or ""),
+        rubric=str(fields.get("rubric") or ""),
+        predicted_answer=text,
+    )
+    return [[("user", prompt)]]
+
+
+def _imo_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """`parse_judgement_verdict`: the first `Judgement:` Yes/No, else the first
+    `\\boxed{Correct|Incorrect}`, else `<points>N out of 7</points>`, N >= 6 passing.
+    The judge's text is stripped (its shipped config asks over chat completions)."""
+    text = replies[0].strip()
+    points = _IMO_POINTS.search(text)
+    components = {"symbolic_correct": 0.0}
+    if points is not None:
+        components["judge_points"] = float(int(points.group(1)))
+    said = _yes_no(text)
+    if said is None:
+        boxed = _IMO_BOXED.search(text)
+        if boxed is not None:
+            said = boxed.group(1).lower() == "correct"
+        elif points is not None:
+            said = int(points.group(1)) >= _IMO_PASS
+    if said is None:
+        return None
+    return Verdict(float(said), "correct" if said else "incorrect", components)
+
+
 PROTOCOLS: Mapping[str, JudgeProtocol] = {
     p.name: p
     for p in (
@@ -1437,7 +1503,7 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
                 generation=TEXT,
                 expected_answer="expected_answer",
             ),
-            library=True,
+            library=_library,
         ),
         dataclasses.replace(
             _templated(
@@ -1450,7 +1516,7 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
                 expected_answer="expected_answer",
                 generation=TEXT,
             ),
-            library=True,
+            library=_library,
         ),
         JudgeProtocol(
             "math_with_autograder",
@@ -1459,7 +1525,7 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             _autograder_parse,
             _boxed_oracle,
             _output_text_raw,
-            library=True,
+            library=_library,
         ),
         JudgeProtocol(
             "longmemeval",
@@ -1505,6 +1571,16 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             _terminus_text,
             skip=_terminus_skip,
             check=_terminus_check,
+        ),
+        JudgeProtocol(
+            "imo_proofbench_judge",
+            ("problem", "reference_solution", "rubric", "expected_answer"),
+            _imo_prompts,
+            _imo_parse,
+            _imo_oracle,
+            _imo_text,
+            skip=_imo_skip,
+            library=_imo_symbolic,
         ),
     )
 }
@@ -1569,8 +1645,8 @@ class ServerJudge:
         fields = task.metadata.get("judge_fields") or {}
         text, prompts = self.prompts(task, trajectory)
         found = self.protocol.skip(fields, text)
-        if found is None and self.protocol.library:
-            found = await _library(fields, text)
+        if found is None and self.protocol.library is not None:
+            found = await self.protocol.library(fields, text)
         calls: list[dict[str, Any]] = []
         if found is None:
             replies: list[str] = []
