@@ -205,6 +205,16 @@ def _imo_proofbench(prompt: str) -> str:
     return f"The proposed solution, checked step by step.\n<points>{points} out of 7</points>"
 
 
+def _rolemrc(prompt: str) -> str:
+    """Score 0 for a response that guesses 42 or does not know, else 1 (RoleMRC's bare
+    score after `Score:`)."""
+    response = _last(
+        r"# The LLM generates the following response[^\n]*:\n\"(.*)\"\n# Ideally", prompt
+    )
+    bad = "42" in response or "don't know" in response.lower() or not response
+    return "0" if bad else "1"
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -245,4 +255,6 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _terminus(prompt)
     if server == "imo_proofbench_judge":
         return _imo_proofbench(prompt)
+    if server == "rolemrc":
+        return _rolemrc(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

@@ -99,6 +99,12 @@ OVERRIDES["terminus_judge"] = _terminus_config()
 # Its shipped config asks its judge over chat completions (the reply text stripped, its
 # thinking kept).
 OVERRIDES["imo_proofbench_judge"] = {"use_chat_completions_for_judge": True}
+# Its judge mode, as configs/rolemrc_judge.yaml runs it (over chat completions).
+OVERRIDES["rolemrc"] = {
+    "mode": "judge",
+    "judge_api": "chat_completions",
+    "judge_chat_completion_create_params": {"messages": []},
+}
 
 
 def _judge_config(config_cls) -> dict:  # type: ignore[no-untyped-def]

@@ -50,6 +50,16 @@ WHEEL_CONSTANTS = {
         f"longmemeval.{name}": ("longmemeval/app.py", f"_RUBRIC_{name.upper()}")
         for name in ("contain", "temporal", "knowledge_update", "preference", "abstention")
     },
+    **{
+        f"rolemrc.{name}": ("rolemrc/app.py", f"_{name.upper()}")
+        for name in (
+            "knowledge_range",
+            "style_compliance",
+            "nested_instruction",
+            "multi_turn_instruction",
+            "instruction_priority",
+        )
+    },
 }
 
 
@@ -132,6 +142,7 @@ def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
         "inverse_if": 3,
         "terminus_judge": 0,  # the gold's own keystrokes pass the similarity check
         "imo_proofbench_judge": 0,  # NeMo Skills' math_equal finds the boxed gold equal
+        "rolemrc": 2,  # one per aspect of the row's task
     }.get(server, int(PROTOCOLS[server].judged))
     assert done.rewards.metadata["judge_calls"] == len(calls) == wanted
     for call in calls:
@@ -327,6 +338,7 @@ ROW_FIELDS = {
     ],
     "verifier_metadata": {"question_type": "multi-session", "question": "q", "answer": "3"},
     "metadata": {"harness": "terminus_2"},
+    "task": "role_related_mrc_answer_with_narration-special-content",
 }
 
 
@@ -644,3 +656,38 @@ async def test_imo_proofbench_judge_asks_only_past_its_symbolic_check() -> None:
     assert same.reward == 1.0 and same.rewards.metadata["verdict"] == "symbolic_correct"
     asked = await run("\\boxed{g is five times x}")
     assert asked.failure is not None and asked.failure.code == "judge_failed"
+
+
+def test_rolemrc_asks_one_question_per_aspect_of_its_task() -> None:
+    """The task's aspects, RoleMRC's transcript and nested instruction, a bare 0/1 score
+    per aspect (NeMo Gym: any integer, prose 0); a task with no aspects is a bad_task
+    failure (NeMo Gym: 0 without a judge call)."""
+    protocol = PROTOCOLS["rolemrc"]
+    fields: dict[str, Any] = {
+        "task": "role_related_mrc_answer_no_narration-special-content",
+        "responses_create_params": {
+            "input": [
+                {"role": "system", "content": "You are a bard. You must rhyme."},
+                {"role": "user", "content": [{"type": "input_text", "text": "Sing."}]},
+            ]
+        },
+    }
+    (prompt,) = protocol.prompts(fields, "La la.")
+    assert prompt == [
+        (
+            "user",
+            template("rolemrc.nested_instruction").format(
+                conversations='System Instruction: "You are a bard. You must rhyme."\n'
+                'User Query: "Sing."\n',
+                response="La la.",
+                content=" rhyme",
+            ),
+        )
+    ]
+    assert protocol.parse(["Score: 1"], fields).reward == 1.0  # type: ignore[union-attr]
+    assert protocol.parse(["<think>0?</think> 0"], fields).reward == 0.0  # type: ignore[union-attr]
+    assert protocol.parse(["2"], fields) is None
+    assert protocol.parse(["Score: one"], fields) is None
+    with pytest.raises(gym.errors.VerifierError, match="no judge aspects") as caught:
+        protocol.skip({**fields, "task": "role_unrelated_mrc_refused_with_narration-refused"}, "x")
+    assert caught.value.code == "bad_task"

@@ -154,6 +154,15 @@ DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
         for i in (1, 3)  # the rows without hallucinations
     },
     **{(server, "judge_empty", "*"): (None, 0.0, JUDGE_EMPTY) for server in EMPTY_JUDGE_SCORES_0},
+    # NeMo Gym's example row whose task rolemrc's judge mode has no aspects for.
+    **{
+        ("rolemrc", reply, "rolemrc-4"): (
+            None,
+            0.0,
+            "a rolemrc row whose task has no judge aspects is a bad_task failure, not a 0",
+        )
+        for reply in ("abstains", "wrong", "judge_empty")
+    },
 }
 
 # (server, reply) -> why: judged replies whose judge request differs from NeMo Gym's, on
@@ -616,7 +625,8 @@ def judged_variants(server: str, env: Any, task: Task) -> dict[str, list[Message
     """A judge-based server's edge replies: abstaining, and judges that
     reply nothing or nothing parseable (`[[judge-reply:...]]` scripts the judge's reply,
     see tests/interop/nemo_gym_judge.py)."""
-    oracle = env.oracle(task)[0].content
+    solved = env.oracle(task)
+    oracle = solved[0].content if solved else "See above."  # a row no reply can solve
 
     def forcing(reply: str) -> list[Message]:  # the oracle, with the judge's reply scripted
         if oracle.endswith("}"):  # a boxed answer: the judge sees what is inside

@@ -148,7 +148,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "variables (SLURM_MASTER_NODE_HET_GROUP_N): needs that lookup replaced by a "
         "judge= Model",
     ),
-    "rolemrc": ("later", _JUDGE),
     "scale_swe": ("issue 23", _SWE_ROWS + "; its f2p_script and pre_commands are not run"),
     "scicode": ("later", _SANDBOX + " (SciCode's test data file)"),
     "sec_local_index": ("unsupported", "not a server: a library other servers import"),

@@ -72,14 +72,15 @@ class JudgeProtocol:
     fields)` is the verdict, or None when the replies hold none (a `judge_failed` failure).
     `skip(fields, text)` is the verdict given without asking the judge, if any (for a
     protocol that is not `judged`, always).
-    `oracle(fields)` is a reply that earns the maximum with a judge that agrees.
+    `oracle(fields)` is a reply that earns the maximum with a judge that agrees (None for
+    a row that no reply can earn it on).
     """
 
     name: str
     fields: tuple[str, ...]
     prompts: Callable[[Mapping[str, Any], str], list[Prompt]]
     parse: Callable[[Sequence[str], Mapping[str, Any]], Verdict | None]
-    oracle: Callable[[Mapping[str, Any]], str]
+    oracle: Callable[[Mapping[str, Any]], str | None]
     text: Callable[[Sequence[Message]], str]
     skip: Callable[[Mapping[str, Any], str], Verdict | None] = lambda fields, text: None
     check: Callable[[Row], None] = lambda row: None
@@ -1354,6 +1355,145 @@ def _imo_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | N
     return Verdict(float(said), "correct" if said else "incorrect", components)
 
 
+# rolemrc, its judge mode (configs/rolemrc_judge.yaml): one 0/1 judge question per aspect
+# the row's `task` calls for (RoleMRC's five aspect prompts), reward their mean. Its
+# default reference mode (ROUGE-L, with BLEU, METEOR and BERTScore beside it) is not
+# offered: BERTScore needs model weights, METEOR NLTK data, neither downloadable here.
+_ROLEMRC_RANGE_IN: tuple[str, dict[str, str]] = ("knowledge_range", {"range": "within"})
+_ROLEMRC_RANGE_OUT: tuple[str, dict[str, str]] = ("knowledge_range", {"range": "outside"})
+_ROLEMRC_STYLE: tuple[str, dict[str, str]] = ("style_compliance", {})
+_ROLEMRC_NESTED: tuple[str, dict[str, str]] = ("nested_instruction", {})
+_ROLEMRC_UNANSWERABLE: tuple[str, dict[str, str]] = (
+    "multi_turn_instruction",
+    {"type": "unanswerable"},
+)
+_ROLEMRC_ANSWERABLE: tuple[str, dict[str, str]] = ("multi_turn_instruction", {"type": "answerable"})
+_ROLEMRC_PRIORITY: tuple[str, dict[str, str]] = ("instruction_priority", {})
+_ROLEMRC_ASPECTS: dict[str, tuple[tuple[str, dict[str, str]], ...]] = {
+    "role_related_mrc_answer_with_narration": (_ROLEMRC_RANGE_IN, _ROLEMRC_STYLE),
+    "role_related_mrc_answer_no_narration": (_ROLEMRC_RANGE_IN,),
+    "role_unrelated_mrc_refused_with_narration": (_ROLEMRC_RANGE_OUT,),
+    "role_unrelated_mrc_refused_no_narration": (_ROLEMRC_RANGE_OUT, _ROLEMRC_STYLE),
+    "role_related_mrc_refused_with_narration": (_ROLEMRC_RANGE_IN,),
+    "role_unrelated_mrc_answer_with_narration": (_ROLEMRC_RANGE_OUT,),
+    "role_related_mrc_refused_no_narration": (_ROLEMRC_STYLE,),
+    "role_unrelated_mrc_answer_no_narration": (_ROLEMRC_STYLE,),
+    "role_related_mrc_answer_with_narration-special-content": (_ROLEMRC_NESTED,),
+    "role_related_mrc_answer_with_narration-special-format": (_ROLEMRC_NESTED,),
+    "role_related_mrc_answer_no_narration-special-content": (_ROLEMRC_NESTED,),
+    "role_related_mrc_answer_no_narration-special-format": (_ROLEMRC_NESTED,),
+    "role_related_mrc_refused_with_narration-2ndrefused": (_ROLEMRC_UNANSWERABLE,),
+    "role_related_mrc_refused_no_narration-2ndrefused": (_ROLEMRC_UNANSWERABLE,),
+    "role_unrelated_mrc_refused_with_narration-2ndanswer": (_ROLEMRC_ANSWERABLE,),
+    "role_unrelated_mrc_refused_no_narration-2ndanswer": (_ROLEMRC_ANSWERABLE,),
+    "role_related_mrc_answer_with_narration-refused": (_ROLEMRC_PRIORITY,),
+    "role_related_mrc_answer_no_narration-refused": (_ROLEMRC_PRIORITY,),
+}
+# Removed from the nested instruction quoted to the judge (each without its trailing
+# space, which stays in the prompt, as in RoleMRC's).
+_ROLEMRC_LEADS = (
+    "You love to",
+    "You will",
+    "You must",
+    "You prefer to",
+    "You would like to",
+    "You are used to",
+    "You should",
+    "You are in the habit of",
+)
+
+
+def _rolemrc_content(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            c if isinstance(c, str) else c.get("text") if isinstance(c, dict) else None
+            for c in content
+        ]
+        return "".join(p for p in parts if isinstance(p, str))
+    return "" if content is None else str(content)
+
+
+def _rolemrc_turns(raw: Any) -> list[tuple[str, str]]:
+    if isinstance(raw, str):
+        return [("user", raw)]
+    turns = []
+    for item in raw or []:
+        if isinstance(item, dict):
+            turns.append(
+                (str(item.get("role", "user")).lower(), _rolemrc_content(item.get("content", "")))
+            )
+    return turns
+
+
+def _rolemrc_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    """`_build_judge_prompts`: the conversation (the row's `verifier_metadata.conversation`,
+    else its input) as a labelled transcript, one prompt per aspect of the task."""
+    meta = fields.get("verifier_metadata")
+    said = meta.get("conversation") if isinstance(meta, dict) else None
+    if not (isinstance(said, str | list) and said):
+        said = (fields.get("responses_create_params") or {}).get("input")
+    turns = _rolemrc_turns(said)
+    labels = {"system": "System Instruction", "user": "User Query", "assistant": "LLM Response"}
+    lines = [f'{labels[role]}: "{content}"' for role, content in turns if role in labels]
+    conversation = "\n".join(lines) + ("\n" if lines else "")
+    system = next((content for role, content in turns if role == "system"), "")
+    nested = system.split(". ")[1] if len(system.split(". ")) > 1 else system
+    for lead in _ROLEMRC_LEADS:
+        nested = nested.replace(lead, "")
+    nested = nested[:-1] if nested.endswith(".") else nested
+    prompts = []
+    for aspect, extra in _ROLEMRC_ASPECTS.get(str(fields.get("task") or ""), ()):
+        fill = {"conversations": conversation, "response": text, **extra}
+        if aspect == "nested_instruction":
+            fill["content"] = nested
+        prompts.append([("user", template(f"rolemrc.{aspect}").format(**fill))])
+    return prompts
+
+
+def _rolemrc_text(messages: Sequence[Message]) -> str:
+    """`_strip_reasoning_for_judge`: the part after each reasoning end tag there is."""
+    text = _output_text_raw(messages)
+    for end in ("</think>", "<channel|>"):
+        if end in text:
+            text = text.split(end)[-1].strip()
+    return text
+
+
+def _rolemrc_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    task = str(fields.get("task") or "")
+    if task not in _ROLEMRC_ASPECTS:
+        # NeMo Gym skips the judge and scores 0; a row the judge mode cannot grade is
+        # the dataset's fault, not the policy's.
+        raise VerifierError(
+            f"rolemrc: task {task!r} has no judge aspects (one of {sorted(_ROLEMRC_ASPECTS)})",
+            code="bad_task",
+        )
+    return None
+
+
+def _rolemrc_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """`_parse_judge_score` per aspect: the reply after its thinking, `Score:` dropped, a
+    bare integer. NeMo Gym scores a reply that is not one 0 and keeps any integer (a 2
+    adds 2 to the mean); here only 0 and 1, the rubric's scores, are verdicts."""
+    aspects = [a for a, _ in _ROLEMRC_ASPECTS.get(str(fields.get("task") or ""), ())]
+    if not aspects or len(replies) != len(aspects):  # `skip` refuses such a task first
+        return None
+    scores: dict[str, float] = {}
+    for aspect, reply in zip(aspects, replies, strict=True):
+        text = _strip_think(reply) if "</think>" in reply else reply
+        try:
+            score = int(text.replace("Score:", ""))
+        except ValueError:
+            return None
+        if score not in (0, 1):
+            return None
+        scores[f"aspect_{aspect}"] = float(score)
+    reward = sum(scores.values()) / len(scores)
+    return Verdict(reward, "all" if reward == 1 else "some" if reward else "none", scores)
+
+
 PROTOCOLS: Mapping[str, JudgeProtocol] = {
     p.name: p
     for p in (
@@ -1582,6 +1722,15 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             skip=_imo_skip,
             library=_imo_symbolic,
         ),
+        JudgeProtocol(
+            "rolemrc",
+            ("task", "reference", "verifier_metadata", "responses_create_params"),
+            _rolemrc_prompts,
+            _rolemrc_parse,
+            lambda f: str(f.get("reference") or "") if f.get("task") in _ROLEMRC_ASPECTS else None,
+            _rolemrc_text,
+            skip=_rolemrc_skip,
+        ),
     )
 }
 
@@ -1732,8 +1881,9 @@ class NeMoGymJudged(DatasetEnv):
 
         return SERVERS[self.server].task(row, self.server)
 
-    def oracle(self, task: Task) -> Turns:
-        return [Message.assistant(self.protocol.oracle(task.metadata["judge_fields"]))]
+    def oracle(self, task: Task) -> Turns | None:
+        text = self.protocol.oracle(task.metadata["judge_fields"])
+        return None if text is None else [Message.assistant(text)]
 
     def wrong(self, task: Task) -> Turns:
         return [Message.assistant("I think the answer is 42, and the statement holds.")]
