@@ -213,6 +213,48 @@ def _proof_score(proof: str) -> str:
     return "1" if "rigorous" in text else "0.5" if "sketch" in text else "0"
 
 
+def _terminus(prompt: str) -> str:
+    """[[A=B]] when the candidate runs the same programs as the gold, in the same order
+    (the first word of each command). A candidate whose analysis holds
+    `[[judge-reply:"..."]]` gets that reply: inside the candidate's JSON the marker's
+    quotes are escaped, so it is read from the decoded analysis."""
+    gold_text = prompt.rsplit("\nGOLD:\n", 1)[-1].split("\n\nCANDIDATE:\n", 1)[0]
+    candidate_text = prompt.rsplit("\n\nCANDIDATE:\n", 1)[-1]
+
+    def programs(text: str) -> list[str]:
+        batch = json.loads(text)
+        return [(c.get("keystrokes", "").split() or [""])[0] for c in batch.get("commands", [])]
+
+    candidate = json.loads(candidate_text)
+    analysis = str(candidate.get("analysis", candidate.get("state_analysis", "")))
+    forced = _FORCED.search(analysis)
+    if forced:
+        return str(json.loads(forced.group(1)))
+    same = programs(gold_text) == programs(candidate_text)
+    return f"5. **Final verdict**: {'[[A=B]]' if same else '[[A!=B]]'}"
+
+
+def _imo_proofbench(prompt: str) -> str:
+    """7 points for the ground-truth solution itself or a proposed solution calling itself
+    a complete proof, 1 for a partial one, else 0 (the IMO ProofBench
+    `<points>N out of 7</points>` format)."""
+    truth = _last(r"\*\*GROUND-TRUTH SOLUTION\*\*\n(.*?)\n\n\*\*SPECIFIC GRADING", prompt)
+    proposed = _last(r"\*\*PROPOSED SOLUTION\*\*\n(.*?)\n\nPresent your detailed", prompt)
+    complete = "complete proof" in proposed.lower() or (truth and proposed == truth)
+    points = 7 if complete else 1 if "partial" in proposed.lower() else 0
+    return f"The proposed solution, checked step by step.\n<points>{points} out of 7</points>"
+
+
+def _rolemrc(prompt: str) -> str:
+    """Score 0 for a response that guesses 42 or does not know, else 1 (RoleMRC's bare
+    score after `Score:`)."""
+    response = _last(
+        r"# The LLM generates the following response[^\n]*:\n\"(.*)\"\n# Ideally", prompt
+    )
+    bad = "42" in response or "don't know" in response.lower() or not response
+    return "0" if bad else "1"
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -255,4 +297,10 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _proof_verification(prompt)
     if server == "proof_judge":
         return _proof_judge(prompt)
+    if server == "terminus_judge":
+        return _terminus(prompt)
+    if server == "imo_proofbench_judge":
+        return _imo_proofbench(prompt)
+    if server == "rolemrc":
+        return _rolemrc(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

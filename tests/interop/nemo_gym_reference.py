@@ -84,6 +84,43 @@ OVERRIDES["arena"] = {
 }
 
 
+# Its shipped configs/terminus_judge.yaml (the class defaults name a prompt file the wheel
+# lacks and turn the string-similarity fast path off), the prompt path made absolute.
+def _terminus_config() -> dict:
+    import importlib.util
+
+    import yaml
+
+    spec = importlib.util.find_spec("resources_servers")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    folder = Path(next(iter(spec.submodule_search_locations))) / "terminus_judge"
+    shipped = yaml.safe_load((folder / "configs" / "terminus_judge.yaml").read_text())
+    found = shipped["terminus_judge_resources_server"]["resources_servers"]["terminus_judge"]
+    keys = (
+        "check_twice_swap",
+        "enable_string_similarity",
+        "string_similarity_threshold",
+        "enable_llm_judge",
+    )
+    return {
+        **{key: found[key] for key in keys},
+        "judge_prompt_template_fpath": str(folder / found["judge_prompt_template_fpath"]),
+    }
+
+
+OVERRIDES["terminus_judge"] = _terminus_config()
+# Its shipped config asks its judge over chat completions (the reply text stripped, its
+# thinking kept).
+OVERRIDES["imo_proofbench_judge"] = {"use_chat_completions_for_judge": True}
+# Its judge mode, as configs/rolemrc_judge.yaml runs it (over chat completions).
+OVERRIDES["rolemrc"] = {
+    "mode": "judge",
+    "judge_api": "chat_completions",
+    "judge_chat_completion_create_params": {"messages": []},
+}
+
+
 def _judge_config(config_cls) -> dict:  # type: ignore[no-untyped-def]
     """A judge-based server's required judge settings: a judge model server by name (its
     calls never leave this process, see `_scripted_judge`) and empty request params."""

@@ -41,6 +41,7 @@ WHEEL_PROMPTS = {
     "proof_verification.meta_verifier": "proof_verification/prompt_templates/meta-verifier.yaml",
     "proof_judge.verifier": "proof_judge/prompt_templates/verifier.yaml",
     "proof_judge.meta_verifier": "proof_judge/prompt_templates/meta-verifier.yaml",
+    "imo_proofbench_judge": "imo_proofbench_judge/prompts/judge.yaml",
 }
 # Prompts NeMo Gym keeps as module constants: (file, constant).
 WHEEL_CONSTANTS = {
@@ -51,6 +52,16 @@ WHEEL_CONSTANTS = {
     **{
         f"longmemeval.{name}": ("longmemeval/app.py", f"_RUBRIC_{name.upper()}")
         for name in ("contain", "temporal", "knowledge_update", "preference", "abstention")
+    },
+    **{
+        f"rolemrc.{name}": ("rolemrc/app.py", f"_{name.upper()}")
+        for name in (
+            "knowledge_range",
+            "style_compliance",
+            "nested_instruction",
+            "multi_turn_instruction",
+            "instruction_priority",
+        )
     },
 }
 
@@ -88,6 +99,21 @@ def test_the_judge_prompts_are_nemo_gyms_own_files() -> None:
     settings_ = shipped["lmarena_v3"]["resources_servers"]["arena"]
     assert template("arena") == settings_["judge_prompt_template"]
     assert template("arena.system") == settings_["judge_system_message"]
+    terminus = root / "terminus_judge"
+    shipped = yaml.safe_load((terminus / "configs/terminus_judge.yaml").read_text())
+    settings_ = shipped["terminus_judge_resources_server"]["resources_servers"]["terminus_judge"]
+    assert (settings_["judge_prompt_template_fpath"], settings_["judge_system_message"]) == (
+        "prompt_templates/rubrics_v4.txt",
+        None,
+    )
+    assert template("terminus_judge") == (terminus / "prompt_templates/rubrics_v4.txt").read_text()
+    # The thresholds and switches the protocol hard-codes are the shipped config's.
+    assert (
+        settings_["enable_string_similarity"],
+        settings_["string_similarity_threshold"],
+        settings_["enable_llm_judge"],
+        settings_["check_twice_swap"],
+    ) == (True, 0.95, True, False)
     for name, (path, constant) in WHEEL_CONSTANTS.items():
         tree = ast.parse((root / path).read_text())
         (value,) = [
@@ -122,6 +148,9 @@ def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
         "math_with_autograder": 0,
         "multichallenge": 2,  # one per rubric item
         "inverse_if": 3,
+        "terminus_judge": 0,  # the gold's own keystrokes pass the similarity check
+        "imo_proofbench_judge": 0,  # NeMo Skills' math_equal finds the boxed gold equal
+        "rolemrc": 2,  # one per aspect of the row's task
     }.get(server, int(PROTOCOLS[server].judged))
     assert done.rewards.metadata["judge_calls"] == len(calls) == wanted
     for call in calls:
@@ -316,6 +345,8 @@ ROW_FIELDS = {
         {"question": "Rude?", "pass_criteria": "NO"},
     ],
     "verifier_metadata": {"question_type": "multi-session", "question": "q", "answer": "3"},
+    "metadata": {"harness": "terminus_2"},
+    "task": "role_related_mrc_answer_with_narration-special-content",
 }
 
 
@@ -538,3 +569,205 @@ def test_arena_reads_the_judges_last_label(text: str, label: str) -> None:
     with is its verdict, as NeMo Gym's rightmost-label rule reads it."""
     found = PROTOCOLS["arena"].parse([text + label, text + label], {})
     assert found is not None and found.verdict == f"{label} {label}"
+
+
+def _terminus_row(index: int = 0, **changes: Any) -> dict[str, Any]:
+    row = json.loads((DATA / "terminus_judge.jsonl").read_text().splitlines()[index])
+    return {**row, **changes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"metadata": {"harness": "terminus_3"}}, "metadata.harness"),
+        ({"metadata": None}, "metadata.harness"),
+        ({"expected_answer": "ls -la"}, "expected_answer"),
+        ({"expected_answer": '{"analysis": "", "plan": ""}'}, "expected_answer"),
+        ({"threshold": "high"}, "threshold"),
+    ],
+)
+def test_terminus_judge_refuses_rows_it_would_score_0(changes: dict[str, Any], field: str) -> None:
+    """NeMo Gym scores these rows 0 whatever the reply (expected_answer_invalid,
+    unknown_harness); refused at load, naming the field."""
+    with pytest.raises(gym.errors.ConfigError, match=rf"row 0: field '{re.escape(field)}'"):
+        ng.load([_terminus_row(**changes)], server="terminus_judge", judge=None)
+
+
+def test_terminus_judge_checks_the_batch_before_its_judge() -> None:
+    """Schema (a bool is no duration), the gold's task-complete flag, the similarity fast
+    path with the row's own threshold; only then the judge, whose failure is a failure."""
+    gold = json.loads(_terminus_row()["expected_answer"])
+    done_gold = {**gold, "task_complete": True}
+    row = _terminus_row(expected_answer=json.dumps(done_gold), threshold=0.5)
+    asked: list[str] = []
+
+    def judge(request: Any) -> str:
+        asked.append(request.messages[-1].content)
+        return "no verdict here"
+
+    env = ng.load([row], server="terminus_judge", judge=ScriptedModel(judge))
+    task = env.tasks()[0]
+
+    def score(reply: dict[str, Any]) -> Any:
+        return asyncio.run(gym.rollout(env, ScriptedModel([json.dumps(reply)]), task))
+
+    command = gold["commands"][0]
+    bad_duration = score({**done_gold, "commands": [{**command, "duration": True}]})
+    assert bad_duration.reward == 0.0 and bad_duration.rewards.metadata["verdict"] == (
+        "schema_check_failed"
+    )
+    not_done = score({**done_gold, "task_complete": False})
+    assert not_done.reward == 0.0 and not_done.rewards.metadata["verdict"] == (
+        "task_complete_check_failed"
+    )
+    # Half alike passes the row's threshold of 0.5 without a judge call.
+    half = command["keystrokes"][: len(command["keystrokes"]) // 2 + 2]
+    near = score({**done_gold, "commands": [{**command, "keystrokes": half}]})
+    assert near.reward == 1.0 and near.rewards.metadata["judge_calls"] == 0
+    assert not asked
+    far = score({**done_gold, "commands": [{**command, "keystrokes": "echo hi\n"}]})
+    assert far.reward is None and far.failure is not None
+    assert far.failure.code == "judge_failed" and len(asked) == 1
+    assert asked[0].endswith(
+        "CANDIDATE:\n"
+        + json.dumps({**done_gold, "commands": [{**command, "keystrokes": "echo hi\n"}]})
+    )
+
+
+def test_terminus_judge_reads_the_verdict_as_nemo_gym_does() -> None:
+    """The later label in the reply's last 200 characters, else the earlier in the whole
+    reply; none is no verdict."""
+    parse = PROTOCOLS["terminus_judge"].parse
+    fields: dict[str, Any] = {}
+    assert parse(["[[A!=B]] no... Final verdict: [[A=B]]"], fields).reward == 1.0  # type: ignore[union-attr]
+    assert parse(["Final verdict: [[A=B]]? No: [[A!=B]]"], fields).reward == 0.0  # type: ignore[union-attr]
+    tail = "." * 201
+    assert parse(["[[A=B]] then [[A!=B]]" + tail], fields).reward == 1.0  # type: ignore[union-attr]
+    assert parse(["[[A!=B]] then [[A=B]]" + tail], fields).reward == 0.0  # type: ignore[union-attr]
+    assert parse(["A=B, equivalent"], fields) is None
+    assert parse([""], fields) is None
+
+
+# (gold, predicted): NeMo Skills' surface forms, letters, percentages, text and symbolic
+# equality, compared with the wheel's own `math_equal` where the reference venv is.
+MATH_EQUAL_CASES = [
+    ("\\binom{20}{10}^2 - \\binom{20}{9}^2", "5924217936"),
+    ("$f(x) = 0$", "f(x)=0"),
+    ("50\\%", "50"),
+    ("50%", "0.5"),
+    ("B", "(B)"),
+    ("B", "C"),
+    ("x+1", "1+x"),
+    ("\\frac{1}{2}", "0.5"),
+    ("3", "3."),
+    ("\\sqrt{2}/2", "\\frac{1}{\\sqrt{2}}"),
+    ("all even numbers", "all even numbers"),
+    ("all even numbers", "every even number"),
+    ("$g(x) = 5x$ for all x", "g(x) = 5x"),
+    ("2", "\\text{two}"),
+    ("7", ""),
+]
+
+
+def test_math_equal_is_nemo_skills() -> None:
+    """The port against the wheel's `math_equal` (math-verify 0.8.0 there, 0.9.0 here),
+    case by case; without the reference venv, against the verdicts it gave."""
+    import subprocess
+
+    from interop.test_nemo_gym_servers import PYTHON
+    from nemo_gym.interop.nemo_gym.skills_math import math_equal
+
+    ours = [math_equal(gold, said) for gold, said in MATH_EQUAL_CASES]
+    recorded = [True, True, True, False, True, False, True, True, True, True]
+    recorded += [True, False, True, False, False]
+    assert ours == recorded
+    if not Path(PYTHON).is_file():
+        pytest.skip("no NeMo Gym reference venv (bash scripts/test-nemo-gym-reference.sh)")
+    script = (
+        "import json, sys\n"
+        "from resources_servers.imo_proofbench_judge.app import math_equal\n"
+        "cases = json.loads(sys.stdin.read())\n"
+        "print(json.dumps([math_equal(g, p) for g, p in cases]))\n"
+    )
+    done = subprocess.run(
+        [PYTHON, "-c", script],
+        input=json.dumps(MATH_EQUAL_CASES),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "NEMO_GYM_LOG_LEVEL": "ERROR"},
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == ours, done.stderr[-2000:]
+
+
+def test_imo_proofbench_judge_reads_verdicts_as_nemo_skills_does() -> None:
+    """`Judgement:` Yes/No first, then `\\boxed{Correct|Incorrect}`, then
+    `<points>N out of 7</points>` (6 and 7 pass); none is no verdict."""
+    parse = PROTOCOLS["imo_proofbench_judge"].parse
+    fields: dict[str, Any] = {}
+
+    def reward(reply: str) -> float | None:
+        found = parse([reply], fields)
+        return None if found is None else found.reward
+
+    assert reward("**Judgement**: Yes <points>0 out of 7</points>") == 1.0
+    assert reward("Judgement: maybe. \\boxed{Incorrect} <points>7 out of 7</points>") == 0.0
+    assert reward("<points>6 out of 7</points>") == 1.0
+    assert reward("<points>5 out of 7</points>") == 0.0
+    assert reward("<points>7</points>") is None
+    assert reward("") is None
+    found = parse(["<points>1 out of 7</points>"], fields)
+    assert found is not None and found.components["judge_points"] == 1.0
+
+
+async def test_imo_proofbench_judge_asks_only_past_its_symbolic_check() -> None:
+    """No boxed answer: 0 with no judge call; the gold in another form: 1 with none; a
+    boxed proof: the judge, whose failure is a failure."""
+    env = _env("imo_proofbench_judge", ScriptedModel([ModelError("judge down")] * 3))
+    task = env.tasks()[3]  # gold: $g(x) = 5x$ for all x
+
+    async def run(text: str) -> Any:
+        return await gym.rollout(env, ScriptedModel([text]), task)
+
+    none = await run("<think>\\boxed{g(x)=5x}</think>So g is linear.")
+    assert none.reward == 0.0 and none.rewards.metadata["judge_calls"] == 0
+    same = await run("\\boxed{ $g(x)=5x$ for all x. }")
+    assert same.reward == 1.0 and same.rewards.metadata["verdict"] == "symbolic_correct"
+    asked = await run("\\boxed{g is five times x}")
+    assert asked.failure is not None and asked.failure.code == "judge_failed"
+
+
+def test_rolemrc_asks_one_question_per_aspect_of_its_task() -> None:
+    """The task's aspects, RoleMRC's transcript and nested instruction, a bare 0/1 score
+    per aspect (NeMo Gym: any integer, prose 0); a task with no aspects is a bad_task
+    failure (NeMo Gym: 0 without a judge call)."""
+    protocol = PROTOCOLS["rolemrc"]
+    fields: dict[str, Any] = {
+        "task": "role_related_mrc_answer_no_narration-special-content",
+        "responses_create_params": {
+            "input": [
+                {"role": "system", "content": "You are a bard. You must rhyme."},
+                {"role": "user", "content": [{"type": "input_text", "text": "Sing."}]},
+            ]
+        },
+    }
+    (prompt,) = protocol.prompts(fields, "La la.")
+    assert prompt == [
+        (
+            "user",
+            template("rolemrc.nested_instruction").format(
+                conversations='System Instruction: "You are a bard. You must rhyme."\n'
+                'User Query: "Sing."\n',
+                response="La la.",
+                content=" rhyme",
+            ),
+        )
+    ]
+    assert protocol.parse(["Score: 1"], fields).reward == 1.0  # type: ignore[union-attr]
+    assert protocol.parse(["<think>0?</think> 0"], fields).reward == 0.0  # type: ignore[union-attr]
+    assert protocol.parse(["2"], fields) is None
+    assert protocol.parse(["Score: one"], fields) is None
+    with pytest.raises(gym.errors.VerifierError, match="no judge aspects") as caught:
+        protocol.skip({**fields, "task": "role_unrelated_mrc_refused_with_narration-refused"}, "x")
+    assert caught.value.code == "bad_task"

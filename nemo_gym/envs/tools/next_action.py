@@ -15,6 +15,12 @@ calls must be right by default (`parallel_rewarding=True`): a reply that fires m
 guesses at one tool must not score as the one right call. `allow_subset`,
 `allow_superset` and `parallel_mode` ("binary_strict", "fractional", "f1") are NeMo
 Gym's settings of the same names.
+
+`match="swe_pivot"` scores a coding agent's next call as NeMo Gym's `swe_pivot` server
+does instead (`nemo_gym.envs.tools.swe_pivot`: the tool or its category, the target
+file or command, difflib similarity of the arguments; `reward_mode` binary or
+continuous); its rows' expected call may also sit in `expected_answer` or
+`metadata.expected_action`.
 """
 
 from __future__ import annotations
@@ -217,21 +223,33 @@ class NextAction(DatasetEnv):
         allow_subset: bool = False,
         allow_superset: bool = False,
         parallel_mode: ParallelMode = "binary_strict",
+        match: Literal["arguments", "swe_pivot"] = "arguments",
+        reward_mode: Literal["binary", "continuous"] = "binary",
         path: str | None = None,
         dataset: str | None = None,
         dataset_name: str | None = None,
         load_options: Mapping[str, Any] | None = None,
         tasks: Sequence[Task] | None = None,
     ) -> None:
-        super().__init__(
-            NextActionMatch(
+        from nemo_gym.envs.tools.swe_pivot import SwePivotMatch
+
+        if match not in ("arguments", "swe_pivot"):
+            raise ConfigError(f"match {match!r}: arguments or swe_pivot")
+        self.match = match
+        verifier: NextActionMatch | SwePivotMatch = (
+            SwePivotMatch(reward_mode=reward_mode)
+            if match == "swe_pivot"
+            else NextActionMatch(
                 word_similarity=word_similarity,
                 float_tolerance=float_tolerance,
                 parallel_rewarding=parallel_rewarding,
                 allow_subset=allow_subset,
                 allow_superset=allow_superset,
                 parallel_mode=parallel_mode,
-            ),
+            )
+        )
+        super().__init__(
+            verifier,
             path=path,
             dataset=dataset,
             dataset_name=dataset_name,
@@ -241,10 +259,11 @@ class NextAction(DatasetEnv):
         )
 
     def task_from_row(self, row: Row, split: str) -> Task:
+        from nemo_gym.envs.tools.swe_pivot import pivot_action
         from nemo_gym.interop.nemo_gym.wire import prompt_of
 
         messages, tools = prompt_of(row)
-        action = expected_action(row)
+        action = pivot_action(row) if self.match == "swe_pivot" else expected_action(row)
         return Task(
             id=self.task_id(row, split, "id", "uuid"),
             messages=messages,

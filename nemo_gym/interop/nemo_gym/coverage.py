@@ -118,7 +118,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "`word_tokenize` (punkt); spaCy's model is downloaded but unused",
     ),
     "image_tools": ("unsupported", _VISION),
-    "imo_proofbench_judge": ("later", _JUDGE + " (a grading rubric)"),
     "indian_banking": (
         "later",
         "a tool world (34 banking tools on a synthetic customer database) with a "
@@ -160,7 +159,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "pins pillow<13), so the rows are not run and compared in CI yet",
     ),
     "osworld": ("unsupported", _VISION + " (desktop screenshots in Docker/QEMU)"),
-    "rolemrc": ("later", _JUDGE),
     "scale_swe": ("issue 23", _SWE_ROWS + "; its f2p_script and pre_commands are not run"),
     "scicode": ("later", _SANDBOX + " (SciCode's test data file)"),
     "sec_local_index": ("unsupported", "not a server: a library other servers import"),
@@ -177,7 +175,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         _SWE_ROWS + "; SWE-Next's rule: its r2e_tests (hidden from the agent) run, and every "
         "test expected_output_json has PASSED passes again",
     ),
-    "swe_pivot": ("later", _JUDGE + " (pivot-turn actions)"),
     "swe_rebench": ("issue 23", _SWE_ROWS + " where swebench has the log parser (not Dart)"),
     "swebench": ("issue 23", _SWE_ROWS),
     "swebench_pro": (
@@ -197,7 +194,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "tavily_search": ("unsupported", _WEB + " (Tavily search)"),
     "terminal_bench_2_1": ("issue 23", _SWE),
     "terminal_bench_4": ("issue 23", _SWE),
-    "terminus_judge": ("later", _JUDGE + " (terminal actions)"),
     "toolsandbox": (
         "later",
         "NeMo Gym vendors apple/ToolSandbox (about 19,700 lines: a Python REPL sandbox, "

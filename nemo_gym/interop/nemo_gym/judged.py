@@ -21,7 +21,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -81,14 +81,15 @@ class JudgeProtocol:
     fields)` is the verdict, or None when the replies hold none (a `judge_failed` failure).
     `skip(fields, text)` is the verdict given without asking the judge, if any (for a
     protocol that is not `judged`, always).
-    `oracle(fields)` is a reply that earns the maximum with a judge that agrees.
+    `oracle(fields)` is a reply that earns the maximum with a judge that agrees (None for
+    a row that no reply can earn it on).
     """
 
     name: str
     fields: tuple[str, ...]
     prompts: Callable[[Mapping[str, Any], str], list[Prompt]]
     parse: Callable[[Sequence[str], Mapping[str, Any]], Verdict | None]
-    oracle: Callable[[Mapping[str, Any]], str]
+    oracle: Callable[[Mapping[str, Any]], str | None]
     text: Callable[[Sequence[Message]], str]
     skip: Callable[[Mapping[str, Any], str], Verdict | None] = lambda fields, text: None
     check: Callable[[Row], None] = lambda row: None
@@ -97,9 +98,10 @@ class JudgeProtocol:
     more: Callable[[Sequence[str]], bool] = lambda replies: True
     """Whether to send the next judge request, given the replies so far (text_to_sql asks
     the swapped question only when the first says equal)."""
-    library: bool = False
-    """Math-verify first (NeMo Gym's math_with_judge heirs): a reply it finds equal to the
-    row's `expected_answer` scores 1 without a judge call."""
+    library: Callable[[Mapping[str, Any], str], Awaitable[Verdict | None]] | None = None
+    """A symbolic check before the judge: its verdict (a match) scores without a judge call,
+    None asks the judge. `_library` (our `MathVerifier` on `expected_answer`) for NeMo
+    Gym's math_with_judge heirs, NeMo Skills' `math_equal` for imo_proofbench_judge."""
     settings: Mapping[str, bool | float] = field(default_factory=dict)
     """The server config options this port honours, with NeMo Gym's shipped values: the
     environment takes them as keyword arguments, and `skip`, `prompts` and `parse` find
@@ -1398,6 +1400,371 @@ def _proof_oracle(fields: Mapping[str, Any]) -> str:
     )
 
 
+# terminus_judge: one terminal turn (a JSON batch of keystrokes) against the row's gold
+# turn. Its shipped config: the reply must be the harness's JSON schema and keep the gold's
+# task-complete flag; keystrokes at least 95% alike (difflib) score 1 without a judge;
+# else its rubrics_v4 judge compares GOLD and CANDIDATE, `[[A=B]]` or `[[A!=B]]`.
+_TERMINUS_COMMAND = {
+    "terminus_1": ({"keystrokes": str, "is_blocking": bool, "timeout_sec": float}, {"*"}),
+    "terminus_2": ({"keystrokes": str, "duration": float}, {"keystrokes"}),
+}
+_TERMINUS_TOP = {
+    "terminus_1": (
+        {"state_analysis": str, "explanation": str, "commands": list, "is_task_complete": bool},
+        {"*"},
+    ),
+    "terminus_2": (
+        {"analysis": str, "plan": str, "commands": list, "task_complete": bool},
+        {"analysis", "plan", "commands"},
+    ),
+}
+_TERMINUS_THRESHOLD = 0.95
+_TERMINUS_EQUAL, _TERMINUS_NOT_EQUAL = "[[A=B]]", "[[A!=B]]"
+
+
+def _json_type(value: Any, kind: type) -> bool:
+    """JSON Schema's types: a bool is not a number, an int is."""
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _terminus_schema_error(value: Any, harness: str) -> str | None:
+    """Why `value` fails the harness's CommandBatchResponse schema (NeMo Gym's
+    schemas.py, checked there with openapi-schema-validator), or None."""
+
+    def check(found: Any, where: str, spec: tuple[dict[str, type], set[str]]) -> str | None:
+        types, required = spec
+        if not isinstance(found, dict):
+            return f"{where} is not an object"
+        needed = set(types) if "*" in required else required
+        missing = sorted(needed - set(found))
+        extra = sorted(set(found) - set(types))
+        if missing or extra:
+            return f"{where}: missing {missing}, not allowed {extra}"
+        for key, kind in types.items():
+            if key in found and not _json_type(found[key], kind):
+                return f"{where}.{key} is not a {kind.__name__}"
+        return None
+
+    problem = check(value, "the reply", _TERMINUS_TOP[harness])
+    for at, command in enumerate(value.get("commands", []) if problem is None else []):
+        problem = problem or check(command, f"commands[{at}]", _TERMINUS_COMMAND[harness])
+    return problem
+
+
+def _terminus_expected(fields: Mapping[str, Any]) -> str:
+    """`_extract_expected_answer`: the row's `expected_answer`, else its metadata's."""
+    found = fields.get("expected_answer") or (fields.get("metadata") or {}).get("expected_answer")
+    return "" if found is None else str(found)
+
+
+def _terminus_harness(fields: Mapping[str, Any]) -> str:
+    return str((fields.get("metadata") or {}).get("harness"))
+
+
+def _terminus_check(row: Row) -> None:
+    # NeMo Gym scores these rows 0 whatever the reply (expected_answer_invalid,
+    # unknown_harness); refused here.
+    fields = {k: row.data.get(k) for k in ("expected_answer", "metadata")}
+    if fields["metadata"] is not None and not isinstance(fields["metadata"], dict):
+        raise row.bad("metadata", "must be an object")
+    harness = _terminus_harness(fields)
+    if harness not in _TERMINUS_TOP:
+        raise row.bad("metadata.harness", f"is {harness!r}; one of {sorted(_TERMINUS_TOP)}")
+    expected = _terminus_expected(fields)
+    try:
+        gold = json.loads(expected)
+    except json.JSONDecodeError as exc:
+        raise row.bad("expected_answer", f"is not JSON ({exc})") from exc
+    problem = _terminus_schema_error(gold, harness)
+    if problem is not None:
+        raise row.bad("expected_answer", f"is not a {harness} command batch: {problem}")
+    threshold = row.data.get("threshold")
+    if threshold is not None and not _json_type(threshold, float):
+        raise row.bad("threshold", "must be a number")
+
+
+def _terminus_text(messages: Sequence[Message]) -> str:
+    """Every assistant message, one per line, stripped; then what follows the last
+    `</think>`."""
+    text = _all_text(messages)
+    return text.split("</think>")[-1].strip() if "</think>" in text else text
+
+
+def _keystrokes(batch: Mapping[str, Any]) -> list[str]:
+    return [c.get("keystrokes", "") for c in batch.get("commands", []) if "keystrokes" in c]
+
+
+def _terminus_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    """Everything before the judge: the reply's JSON, schema, task-complete flag, and the
+    keystrokes' similarity (difflib's ratio of the concatenated keystrokes)."""
+    from difflib import SequenceMatcher
+
+    harness = _terminus_harness(fields)
+    try:
+        said = json.loads(text)
+    except json.JSONDecodeError:
+        return Verdict(0.0, "model_output_invalid")
+    if not isinstance(said, dict):
+        return Verdict(0.0, "model_output_invalid")
+    if harness not in _TERMINUS_TOP:  # load refuses such rows; a stored task was edited
+        raise VerifierError(f"terminus_judge: unknown harness {harness!r}", code="bad_task")
+    if _terminus_schema_error(said, harness) is not None:
+        return Verdict(0.0, "schema_check_failed")
+    try:
+        gold = json.loads(_terminus_expected(fields))
+    except json.JSONDecodeError as exc:
+        raise VerifierError(
+            f"terminus_judge: the gold is not JSON: {exc}", code="bad_task"
+        ) from exc
+    flag = "task_complete" if harness == "terminus_2" else "is_task_complete"
+    if gold.get(flag) and not said.get(flag):
+        return Verdict(0.0, "task_complete_check_failed")
+    ours, theirs = "".join(_keystrokes(said)), "".join(_keystrokes(gold))
+    if not ours and not theirs:
+        similarity = 1.0
+    elif not ours or not theirs:
+        similarity = 0.0
+    else:
+        similarity = SequenceMatcher(None, theirs, ours).ratio()
+    threshold = fields.get("threshold")
+    if similarity >= (_TERMINUS_THRESHOLD if threshold is None else float(threshold)):
+        return Verdict(1.0, "string_similarity", {"similarity": similarity})
+    return None
+
+
+def _terminus_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    # NeMo Gym reads its template file stripped; the copy keeps the file as shipped.
+    prompt = template("terminus_judge").strip()
+    return [
+        [("user", prompt.format(expected_answer=_terminus_expected(fields), generated_answer=text))]
+    ]
+
+
+def _terminus_label(reply: str) -> bool | None:
+    """`_parse_verdict_from_text`: the later label in the last 200 characters, else the
+    earlier in the whole reply; None with neither."""
+    for part, pick in ((reply[-200:], max), (reply, min)):
+        find = str.rfind if pick is max else str.find
+        equal, not_equal = find(part, _TERMINUS_EQUAL), find(part, _TERMINUS_NOT_EQUAL)
+        found = [(at, label) for at, label in ((equal, True), (not_equal, False)) if at >= 0]
+        if found:
+            return pick(found)[1]
+    return None
+
+
+def _terminus_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    label = _terminus_label(replies[0])
+    if label is None:
+        return None
+    return Verdict(float(label), "judge_equal" if label else "judge_not_equivalent")
+
+
+# imo_proofbench_judge: the reply's last \boxed{} after its thinking; none scores 0 with no
+# judge call; NeMo Skills' `math_equal` with `expected_answer` scores 1 with none; else
+# the IMO ProofBench grader, read as NeMo Skills' `is_correct_judgement` reads it.
+_IMO_BOXED = re.compile(r"\\boxed\s*\{\s*(Correct|Incorrect)\s*\}", re.I)
+_IMO_POINTS = re.compile(r"<points>\s*(\d+)\s*out of 7\s*</points>", re.I)
+_IMO_PASS = 6
+
+
+def _imo_text(messages: Sequence[Message]) -> str:
+    from nemo_gym.interop.nemo_gym.skills_math import search_boxed
+
+    return search_boxed(_without_thinking(_last_text(messages))) or ""
+
+
+def _imo_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    # NeMo Skills' `prefill_judgement`: "No answer was provided. Judgement: No".
+    return None if text else Verdict(0.0, "no_answer", {"symbolic_correct": 0.0})
+
+
+async def _imo_symbolic(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    from nemo_gym.interop.nemo_gym.skills_math import symbolically_equal
+
+    if await symbolically_equal(str(fields.get("expected_answer")), text):
+        return Verdict(1.0, "symbolic_correct", {"symbolic_correct": 1.0})
+    return None
+
+
+def _imo_oracle(fields: Mapping[str, Any]) -> str:
+    """The gold answer boxed; for a proof-only row (a blank `expected_answer`) the
+    reference solution, boxed, for the judge to grade."""
+    gold = str(fields.get("expected_answer") or "").strip()
+    return f"\\boxed{{{gold or str(fields.get('reference_solution') or '').strip()}}}"
+
+
+def _imo_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    prompt = template("imo_proofbench_judge").format(
+        problem=str(fields.get("problem") or ""),
+        reference_solution=str(fields.get("reference_solution") or ""),
+        rubric=str(fields.get("rubric") or ""),
+        predicted_answer=text,
+    )
+    return [[("user", prompt)]]
+
+
+def _imo_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """`parse_judgement_verdict`: the first `Judgement:` Yes/No, else the first
+    `\\boxed{Correct|Incorrect}`, else `<points>N out of 7</points>`, N >= 6 passing.
+    The judge's text is stripped (its shipped config asks over chat completions)."""
+    text = replies[0].strip()
+    points = _IMO_POINTS.search(text)
+    components = {"symbolic_correct": 0.0}
+    if points is not None:
+        components["judge_points"] = float(int(points.group(1)))
+    said = _yes_no(text)
+    if said is None:
+        boxed = _IMO_BOXED.search(text)
+        if boxed is not None:
+            said = boxed.group(1).lower() == "correct"
+        elif points is not None:
+            said = int(points.group(1)) >= _IMO_PASS
+    if said is None:
+        return None
+    return Verdict(float(said), "correct" if said else "incorrect", components)
+
+
+# rolemrc, its judge mode (configs/rolemrc_judge.yaml): one 0/1 judge question per aspect
+# the row's `task` calls for (RoleMRC's five aspect prompts), reward their mean. Its
+# default reference mode (ROUGE-L, with BLEU, METEOR and BERTScore beside it) is not
+# offered: BERTScore needs model weights, METEOR NLTK data, neither downloadable here.
+_ROLEMRC_RANGE_IN: tuple[str, dict[str, str]] = ("knowledge_range", {"range": "within"})
+_ROLEMRC_RANGE_OUT: tuple[str, dict[str, str]] = ("knowledge_range", {"range": "outside"})
+_ROLEMRC_STYLE: tuple[str, dict[str, str]] = ("style_compliance", {})
+_ROLEMRC_NESTED: tuple[str, dict[str, str]] = ("nested_instruction", {})
+_ROLEMRC_UNANSWERABLE: tuple[str, dict[str, str]] = (
+    "multi_turn_instruction",
+    {"type": "unanswerable"},
+)
+_ROLEMRC_ANSWERABLE: tuple[str, dict[str, str]] = ("multi_turn_instruction", {"type": "answerable"})
+_ROLEMRC_PRIORITY: tuple[str, dict[str, str]] = ("instruction_priority", {})
+_ROLEMRC_ASPECTS: dict[str, tuple[tuple[str, dict[str, str]], ...]] = {
+    "role_related_mrc_answer_with_narration": (_ROLEMRC_RANGE_IN, _ROLEMRC_STYLE),
+    "role_related_mrc_answer_no_narration": (_ROLEMRC_RANGE_IN,),
+    "role_unrelated_mrc_refused_with_narration": (_ROLEMRC_RANGE_OUT,),
+    "role_unrelated_mrc_refused_no_narration": (_ROLEMRC_RANGE_OUT, _ROLEMRC_STYLE),
+    "role_related_mrc_refused_with_narration": (_ROLEMRC_RANGE_IN,),
+    "role_unrelated_mrc_answer_with_narration": (_ROLEMRC_RANGE_OUT,),
+    "role_related_mrc_refused_no_narration": (_ROLEMRC_STYLE,),
+    "role_unrelated_mrc_answer_no_narration": (_ROLEMRC_STYLE,),
+    "role_related_mrc_answer_with_narration-special-content": (_ROLEMRC_NESTED,),
+    "role_related_mrc_answer_with_narration-special-format": (_ROLEMRC_NESTED,),
+    "role_related_mrc_answer_no_narration-special-content": (_ROLEMRC_NESTED,),
+    "role_related_mrc_answer_no_narration-special-format": (_ROLEMRC_NESTED,),
+    "role_related_mrc_refused_with_narration-2ndrefused": (_ROLEMRC_UNANSWERABLE,),
+    "role_related_mrc_refused_no_narration-2ndrefused": (_ROLEMRC_UNANSWERABLE,),
+    "role_unrelated_mrc_refused_with_narration-2ndanswer": (_ROLEMRC_ANSWERABLE,),
+    "role_unrelated_mrc_refused_no_narration-2ndanswer": (_ROLEMRC_ANSWERABLE,),
+    "role_related_mrc_answer_with_narration-refused": (_ROLEMRC_PRIORITY,),
+    "role_related_mrc_answer_no_narration-refused": (_ROLEMRC_PRIORITY,),
+}
+# Removed from the nested instruction quoted to the judge (each without its trailing
+# space, which stays in the prompt, as in RoleMRC's).
+_ROLEMRC_LEADS = (
+    "You love to",
+    "You will",
+    "You must",
+    "You prefer to",
+    "You would like to",
+    "You are used to",
+    "You should",
+    "You are in the habit of",
+)
+
+
+def _rolemrc_content(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            c if isinstance(c, str) else c.get("text") if isinstance(c, dict) else None
+            for c in content
+        ]
+        return "".join(p for p in parts if isinstance(p, str))
+    return "" if content is None else str(content)
+
+
+def _rolemrc_turns(raw: Any) -> list[tuple[str, str]]:
+    if isinstance(raw, str):
+        return [("user", raw)]
+    turns = []
+    for item in raw or []:
+        if isinstance(item, dict):
+            turns.append(
+                (str(item.get("role", "user")).lower(), _rolemrc_content(item.get("content", "")))
+            )
+    return turns
+
+
+def _rolemrc_prompts(fields: Mapping[str, Any], text: str) -> list[Prompt]:
+    """`_build_judge_prompts`: the conversation (the row's `verifier_metadata.conversation`,
+    else its input) as a labelled transcript, one prompt per aspect of the task."""
+    meta = fields.get("verifier_metadata")
+    said = meta.get("conversation") if isinstance(meta, dict) else None
+    if not (isinstance(said, str | list) and said):
+        said = (fields.get("responses_create_params") or {}).get("input")
+    turns = _rolemrc_turns(said)
+    labels = {"system": "System Instruction", "user": "User Query", "assistant": "LLM Response"}
+    lines = [f'{labels[role]}: "{content}"' for role, content in turns if role in labels]
+    conversation = "\n".join(lines) + ("\n" if lines else "")
+    system = next((content for role, content in turns if role == "system"), "")
+    nested = system.split(". ")[1] if len(system.split(". ")) > 1 else system
+    for lead in _ROLEMRC_LEADS:
+        nested = nested.replace(lead, "")
+    nested = nested[:-1] if nested.endswith(".") else nested
+    prompts = []
+    for aspect, extra in _ROLEMRC_ASPECTS.get(str(fields.get("task") or ""), ()):
+        fill = {"conversations": conversation, "response": text, **extra}
+        if aspect == "nested_instruction":
+            fill["content"] = nested
+        prompts.append([("user", template(f"rolemrc.{aspect}").format(**fill))])
+    return prompts
+
+
+def _rolemrc_text(messages: Sequence[Message]) -> str:
+    """`_strip_reasoning_for_judge`: the part after each reasoning end tag there is."""
+    text = _output_text_raw(messages)
+    for end in ("</think>", "<channel|>"):
+        if end in text:
+            text = text.split(end)[-1].strip()
+    return text
+
+
+def _rolemrc_skip(fields: Mapping[str, Any], text: str) -> Verdict | None:
+    task = str(fields.get("task") or "")
+    if task not in _ROLEMRC_ASPECTS:
+        # NeMo Gym skips the judge and scores 0; a row the judge mode cannot grade is
+        # the dataset's fault, not the policy's.
+        raise VerifierError(
+            f"rolemrc: task {task!r} has no judge aspects (one of {sorted(_ROLEMRC_ASPECTS)})",
+            code="bad_task",
+        )
+    return None
+
+
+def _rolemrc_parse(replies: Sequence[str], fields: Mapping[str, Any]) -> Verdict | None:
+    """`_parse_judge_score` per aspect: the reply after its thinking, `Score:` dropped, a
+    bare integer. NeMo Gym scores a reply that is not one 0 and keeps any integer (a 2
+    adds 2 to the mean); here only 0 and 1, the rubric's scores, are verdicts."""
+    aspects = [a for a, _ in _ROLEMRC_ASPECTS.get(str(fields.get("task") or ""), ())]
+    if not aspects or len(replies) != len(aspects):  # `skip` refuses such a task first
+        return None
+    scores: dict[str, float] = {}
+    for aspect, reply in zip(aspects, replies, strict=True):
+        text = _strip_think(reply) if "</think>" in reply else reply
+        try:
+            score = int(text.replace("Score:", ""))
+        except ValueError:
+            return None
+        if score not in (0, 1):
+            return None
+        scores[f"aspect_{aspect}"] = float(score)
+    reward = sum(scores.values()) / len(scores)
+    return Verdict(reward, "all" if reward == 1 else "some" if reward else "none", scores)
+
+
 PROTOCOLS: Mapping[str, JudgeProtocol] = {
     p.name: p
     for p in (
@@ -1547,7 +1914,7 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
                 generation=TEXT,
                 expected_answer="expected_answer",
             ),
-            library=True,
+            library=_library,
         ),
         dataclasses.replace(
             _templated(
@@ -1560,7 +1927,7 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
                 expected_answer="expected_answer",
                 generation=TEXT,
             ),
-            library=True,
+            library=_library,
         ),
         JudgeProtocol(
             "math_with_autograder",
@@ -1569,7 +1936,7 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             _autograder_parse,
             _boxed_oracle,
             _output_text_raw,
-            library=True,
+            library=_library,
         ),
         JudgeProtocol(
             "longmemeval",
@@ -1636,6 +2003,35 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             _output_text_raw,
             skip=_proof_skip,
             settings={"alpha": 1.0, "beta": 0.0, "assert_think_end": False},
+        ),
+        JudgeProtocol(
+            "terminus_judge",
+            ("expected_answer", "metadata", "threshold"),
+            _terminus_prompts,
+            _terminus_parse,
+            _terminus_expected,
+            _terminus_text,
+            skip=_terminus_skip,
+            check=_terminus_check,
+        ),
+        JudgeProtocol(
+            "imo_proofbench_judge",
+            ("problem", "reference_solution", "rubric", "expected_answer"),
+            _imo_prompts,
+            _imo_parse,
+            _imo_oracle,
+            _imo_text,
+            skip=_imo_skip,
+            library=_imo_symbolic,
+        ),
+        JudgeProtocol(
+            "rolemrc",
+            ("task", "reference", "verifier_metadata", "responses_create_params"),
+            _rolemrc_prompts,
+            _rolemrc_parse,
+            lambda f: str(f.get("reference") or "") if f.get("task") in _ROLEMRC_ASPECTS else None,
+            _rolemrc_text,
+            skip=_rolemrc_skip,
         ),
     )
 }
@@ -1706,8 +2102,8 @@ class ServerJudge:
         text, prompts = self.prompts(task, trajectory)
         fields = self.context(task, text)
         found = self.protocol.skip(fields, text)
-        if found is None and self.protocol.library:
-            found = await _library(fields, text)
+        if found is None and self.protocol.library is not None:
+            found = await self.protocol.library(fields, text)
         calls: list[dict[str, Any]] = []
         if found is None:
             replies: list[str] = []
@@ -1796,8 +2192,9 @@ class NeMoGymJudged(DatasetEnv):
 
         return SERVERS[self.server].task(row, self.server)
 
-    def oracle(self, task: Task) -> Turns:
-        return [Message.assistant(self.protocol.oracle(task.metadata["judge_fields"]))]
+    def oracle(self, task: Task) -> Turns | None:
+        text = self.protocol.oracle(task.metadata["judge_fields"])
+        return None if text is None else [Message.assistant(text)]
 
     def wrong(self, task: Task) -> Turns:
         return [Message.assistant("I think the answer is 42, and the statement holds.")]

@@ -488,12 +488,21 @@ _SERVERS = [
 from nemo_gym.interop.nemo_gym.executed import EXECUTED  # noqa: E402
 from nemo_gym.interop.nemo_gym.extra_servers import EXTRA_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pe2 import PE2_SERVERS  # noqa: E402
+from nemo_gym.interop.nemo_gym.pj5 import PJ5_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pr4 import PR4_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pw import WORLD_SERVERS  # noqa: E402
 
 SERVERS: Mapping[str, Server] = {
     s.name: s
-    for s in [*_SERVERS, *EXTRA_SERVERS, *EXECUTED, *WORLD_SERVERS, *PR4_SERVERS, *PE2_SERVERS]
+    for s in [
+        *_SERVERS,
+        *EXTRA_SERVERS,
+        *EXECUTED,
+        *WORLD_SERVERS,
+        *PR4_SERVERS,
+        *PE2_SERVERS,
+        *PJ5_SERVERS,
+    ]
 }
 """Every supported NeMo Gym server by name; `.env` is the built-in environment it runs."""
 
