@@ -24,13 +24,21 @@ from nemo_gym.records import (
     Task,
     ToolCall,
     ToolResult,
+    ToolSpec,
     replace,
     trusted,
 )
 from nemo_gym.registry import Described
 from nemo_gym.tools import Tool, ToolArgumentsError, tool_table
 
-__all__ = ["MultiStep", "SingleTurn", "ToolLoop", "call_tool", "opening_messages"]
+__all__ = [
+    "MultiStep",
+    "SingleTurn",
+    "ToolLoop",
+    "call_tool",
+    "first_request",
+    "opening_messages",
+]
 
 _NO_SAMPLING = Sampling()
 
@@ -47,6 +55,21 @@ def opening_messages(
     if episode is not None:
         messages.extend(getattr(episode, "opening", ()))
     return messages
+
+
+def first_request(
+    messages: Sequence[Message], tools: tuple[ToolSpec, ...], sampling: Sampling
+) -> ModelRequest:
+    """A rollout's first request. Its messages and tools come from the environment: when
+    each is the record it should be (all validation would check of them), the request is
+    built without validating again; anything else is validated, which names the fault."""
+    if (
+        all(isinstance(m, Message) for m in messages)
+        and all(isinstance(t, ToolSpec) for t in tools)
+        and isinstance(sampling, Sampling)
+    ):
+        return trusted(ModelRequest, messages=tuple(messages), tools=tools, sampling=sampling)
+    return ModelRequest(messages=tuple(messages), tools=tools, sampling=sampling)
 
 
 async def call_tool(
@@ -144,9 +167,7 @@ class SingleTurn(Described):
         messages = opening_messages(task, self.system_prompt, episode)
         for message in messages:
             yield message
-        response = await model.generate(
-            ModelRequest(messages=tuple(messages), sampling=self.sampling)
-        )
+        response = await model.generate(first_request(messages, (), self.sampling))
         yield response.message
 
 
@@ -190,11 +211,7 @@ class ToolLoop(Described):
         tools = tool_table(episode.tools)
         # Validated once (the opening and the tools come from the environment); later
         # turns add only the model's replies and the tool messages built here.
-        request = ModelRequest(
-            messages=tuple(messages),
-            tools=tuple(t.spec for t in episode.tools),
-            sampling=self.sampling,
-        )
+        request = first_request(messages, tuple(t.spec for t in episode.tools), self.sampling)
         for turn in range(self.max_turns):
             if turn:
                 request = replace(request, messages=tuple(messages))
