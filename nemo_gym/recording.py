@@ -28,6 +28,7 @@ from nemo_gym.records import (
     ModelResponse,
     Sampling,
     replace,
+    trusted,
 )
 
 __all__ = [
@@ -166,7 +167,8 @@ class RecordingModel:
             self.model_s += elapsed
             attempts = exc.attempts if isinstance(exc, ModelError) else 1
             self._calls.append(
-                ModelCall(
+                trusted(
+                    ModelCall,
                     request=request,
                     error=f"{type(exc).__qualname__}: {exc}",
                     latency_s=elapsed,
@@ -180,9 +182,20 @@ class RecordingModel:
             raise error from exc
         elapsed = time.perf_counter() - started
         self.model_s += elapsed
+        if not isinstance(response, ModelResponse):
+            error = ModelError(
+                f"{type(self._inner).__name__}.generate returned a {type(response).__name__}, "
+                "not a ModelResponse",
+                code="bad_response",
+            )
+            self._calls.append(
+                trusted(ModelCall, request=request, error=str(error), latency_s=elapsed)
+            )
+            raise error
         sent = response.sampling
         self._calls.append(
-            ModelCall(
+            trusted(
+                ModelCall,
                 request=request if sent is None else replace(request, sampling=sent),
                 response=response,
                 latency_s=elapsed,

@@ -38,6 +38,7 @@ from nemo_gym.trajectory import (
     Usage,
     Value,
     replace,
+    trusted,
 )
 
 # The episode's records live in nemo_gym.trajectory; this module's own are the run's
@@ -77,6 +78,7 @@ __all__ = [
     "Value",
     "replace",
     "rollout_json_schema",
+    "trusted",
 ]
 
 SCHEMA_VERSION = 2

@@ -49,6 +49,7 @@ from nemo_gym.records import (
     ToolResult,
     Trajectory,
     replace,
+    trusted,
 )
 from nemo_gym.registry import spec_of
 from nemo_gym.sandbox.clock import SandboxClock, reset_clock, use_clock
@@ -179,6 +180,21 @@ async def rollout(
     harness = harness or default_harness(env)
     if spec is None:
         spec = run_spec(env, model, harness, sampling=sampling, seed=seed)
+    name = env.name
+    # The record is built from these without validation (`trusted`): check them here.
+    if not (
+        isinstance(name, str)
+        and isinstance(task, Task)
+        and isinstance(repeat, int)
+        and isinstance(seed, int | None)
+        and isinstance(run_id, str)
+        and isinstance(spec, RunSpec)
+    ):
+        raise ConfigError(
+            f"rollout(): env.name must be a str ({name!r}), task a Task, repeat an int "
+            f"({repeat!r}), seed an int or None ({seed!r}), run_id a str ({run_id!r}) and "
+            "spec a RunSpec"
+        )
     started_at = time.time()
     t0 = time.perf_counter()
     trajectory = Trajectory()
@@ -221,9 +237,10 @@ async def rollout(
     finally:
         reset_current_rollout(token)
         reset_clock(clock_token)
-    return Rollout(
+    return trusted(
+        Rollout,
         run_id=run_id,
-        env=env.name,
+        env=name,
         spec=spec,
         task_id=task.id,
         repeat=repeat,
@@ -233,11 +250,12 @@ async def rollout(
         rewards=rewards,
         status="ok" if failure is None else "failed",
         failure=failure,
-        timings=Timings(
+        timings=trusted(
+            Timings,
             started_at=started_at,
             duration_s=time.perf_counter() - t0,
             model_s=policy.model_s,
-            tool_s=sum(r.latency_s for r in trajectory.tool_results),
+            tool_s=sum((r.latency_s for r in trajectory.tool_results), 0.0),
             verify_s=verify_s,
         ),
         metadata={"sandbox": clock.as_dict()} if clock.sandboxes else {},

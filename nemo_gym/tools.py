@@ -55,7 +55,8 @@ class Tool:
         if self.arguments is None:
             return dict(arguments)
         try:
-            validated: dict[str, Any] = self.arguments.validate_python(arguments)
+            # The core validator itself: TypeAdapter's wrapper costs a microsecond a call.
+            validated: dict[str, Any] = self.arguments.validator.validate_python(arguments)
         except ValidationError as exc:
             # One line per field, without pydantic's URLs: this text is what the model
             # reads to correct its call.

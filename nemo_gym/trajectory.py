@@ -27,11 +27,12 @@ __all__ = [
     "Usage",
     "Value",
     "replace",
+    "trusted",
 ]
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
@@ -77,6 +78,61 @@ def replace(record: _R, **changes: Any) -> _R:
     object.__setattr__(clone, "__pydantic_extra__", None)
     object.__setattr__(clone, "__pydantic_private__", None)
     return clone
+
+
+_Defaults = tuple[
+    dict[str, Any], tuple[tuple[str, Callable[[], Any]], ...], frozenset[str], frozenset[str]
+]
+_DEFAULTS: dict[type[BaseModel], _Defaults] = {}
+_UNSET: Any = object()
+
+
+def _defaults_of(cls: type[BaseModel]) -> _Defaults:
+    decorators = cls.__pydantic_decorators__
+    if decorators.model_validators or decorators.field_validators:
+        raise TypeError(f"{cls.__name__} has validators: build it with {cls.__name__}(...)")
+    # Every field, in the class's order (a record's JSON keeps its `__dict__`'s order),
+    # holding its default or a placeholder the given values or a factory replace.
+    template: dict[str, Any] = {}
+    factories: list[tuple[str, Callable[[], Any]]] = []
+    required: set[str] = set()
+    for name, info in cls.model_fields.items():
+        template[name] = _UNSET
+        if info.default_factory is not None:
+            factories.append((name, info.default_factory))  # type: ignore[arg-type]
+        elif info.is_required():
+            required.add(name)
+        elif isinstance(info.default, list | dict | set):
+            factories.append((name, info.default.copy))
+        else:
+            template[name] = info.default
+    found = (template, tuple(factories), frozenset(required), frozenset(template))
+    _DEFAULTS[cls] = found
+    return found
+
+
+def trusted(cls: type[_R], **values: Any) -> _R:
+    """A record of `cls` built from values already of the right types, without validation.
+
+    For the runner's and the built-in harnesses' hot paths only, with values that are
+    validated records or plain values they made themselves; never for input from
+    outside. Refuses a class with validators (their checks would be skipped), a missing
+    required field and an unknown one.
+    """
+    template, factories, required, fields = _DEFAULTS.get(cls) or _defaults_of(cls)
+    if not required <= values.keys() <= fields:
+        missing, unknown = sorted(required - values.keys()), sorted(values.keys() - fields)
+        raise TypeError(f"{cls.__name__}: missing {missing}, unknown {unknown}")
+    data = {**template, **values}  # a key given keeps the template's place
+    for name, factory in factories:
+        if name not in values:
+            data[name] = factory()
+    record = cls.__new__(cls)
+    object.__setattr__(record, "__dict__", data)
+    object.__setattr__(record, "__pydantic_fields_set__", set(values))
+    object.__setattr__(record, "__pydantic_extra__", None)
+    object.__setattr__(record, "__pydantic_private__", None)
+    return record
 
 
 class ToolCall(Value):

@@ -162,3 +162,21 @@ async def test_guess_number_truncates_after_max_guesses() -> None:
     results = [r async for r in gym.rollouts(env, ScriptedModel(["0"], cycle=True))]
     (r,) = results
     assert r.ok and r.reward == 0.0 and r.trajectory.observations[-1].truncated
+
+
+def test_first_request_is_the_validated_request_and_still_validates_what_is_not_a_record() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from nemo_gym.harnesses import first_request
+
+    messages = [gym.Message(role="user", content="hi")]
+    spec = gym.ToolSpec(name="f", description="d", parameters={"type": "object"})
+    fast = first_request(messages, (spec,), gym.Sampling(seed=3))
+    slow = gym.ModelRequest(messages=tuple(messages), tools=(spec,), sampling=gym.Sampling(seed=3))
+    assert fast == slow and fast.model_dump_json() == slow.model_dump_json()
+    # A plain dict among the opening messages is validated (and coerced) as before.
+    coerced = first_request([{"role": "user", "content": "hi"}], (), gym.Sampling())  # type: ignore[list-item]
+    assert coerced.messages == (gym.Message(role="user", content="hi"),)
+    with pytest.raises(ValidationError):
+        first_request([{"role": "robot"}], (), gym.Sampling())  # type: ignore[list-item]

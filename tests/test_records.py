@@ -98,3 +98,48 @@ def test_tool_call_arguments_must_be_an_object() -> None:
     with pytest.raises(ValueError, match="JSON object"):
         gym.ToolCall(id="1", name="f", arguments="[1]").parsed_arguments()
     assert gym.ToolCall(id="1", name="f", arguments="").parsed_arguments() == {}
+
+
+def test_trusted_builds_the_record_validation_would_and_refuses_what_it_cannot_check() -> None:
+    from nemo_gym.records import Rewards, Task, Timings, ToolResult, trusted
+
+    fast = trusted(ToolResult, call_id="c", name="f", arguments="{}", output="x")
+    slow = ToolResult(call_id="c", name="f", arguments="{}", output="x")
+    assert fast == slow and fast.model_dump_json() == slow.model_dump_json()
+    assert fast.model_fields_set == slow.model_fields_set
+    call = trusted(gym.ModelCall, request=gym.ModelRequest(messages=()))
+    assert call == gym.ModelCall(request=gym.ModelRequest(messages=()))
+    assert trusted(Timings, started_at=0.0, duration_s=1.0).model_s == 0.0
+    # Each record gets its own mutable defaults.
+    first = trusted(gym.ModelResponse, message=gym.Message.assistant("x"))
+    second = trusted(gym.ModelResponse, message=gym.Message.assistant("x"))
+    first.metadata["k"] = 1
+    assert second.metadata == {}
+    with pytest.raises(TypeError, match="validators"):
+        trusted(Rewards, reward=float("nan"))  # its finiteness check would be skipped
+    with pytest.raises(TypeError, match="validators"):
+        trusted(Task, prompt="x")
+    with pytest.raises(TypeError, match="missing \\['output'\\]"):
+        trusted(ToolResult, call_id="c", name="f", arguments="{}")
+    with pytest.raises(TypeError, match="unknown \\['outptu'\\]"):
+        trusted(ToolResult, call_id="c", name="f", arguments="{}", output="x", outptu="y")
+
+
+def test_a_model_that_returns_no_model_response_fails_the_rollout_as_a_model_failure() -> None:
+    import asyncio
+
+    class Broken:
+        name = "broken"
+
+        async def generate(self, request: gym.ModelRequest) -> object:
+            return {"message": {"role": "assistant", "content": "4"}}
+
+    async def verify(task: gym.Task, trajectory: gym.Trajectory) -> float:
+        return 1.0
+
+    env = gym.Env(verify, tasks=[gym.Task(prompt="2+2?", answer="4")])
+    rollout = asyncio.run(gym.rollout(env, Broken(), next(iter(env.tasks()))))  # type: ignore[arg-type]
+    assert not rollout.ok and rollout.failure is not None
+    assert (rollout.failure.kind, rollout.failure.code) == ("model", "bad_response")
+    assert "returned a dict" in rollout.failure.message
+    assert "returned a dict" in (rollout.trajectory.model_calls[0].error or "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Literal
 
 from nemo_gym.errors import HarnessError, SandboxError, ToolError
@@ -24,11 +24,21 @@ from nemo_gym.records import (
     Task,
     ToolCall,
     ToolResult,
+    ToolSpec,
+    replace,
+    trusted,
 )
 from nemo_gym.registry import Described
 from nemo_gym.tools import Tool, ToolArgumentsError, tool_table
 
-__all__ = ["MultiStep", "SingleTurn", "ToolLoop", "call_tool", "opening_messages"]
+__all__ = [
+    "MultiStep",
+    "SingleTurn",
+    "ToolLoop",
+    "call_tool",
+    "first_request",
+    "opening_messages",
+]
 
 _NO_SAMPLING = Sampling()
 
@@ -45,6 +55,21 @@ def opening_messages(
     if episode is not None:
         messages.extend(getattr(episode, "opening", ()))
     return messages
+
+
+def first_request(
+    messages: Sequence[Message], tools: tuple[ToolSpec, ...], sampling: Sampling
+) -> ModelRequest:
+    """A rollout's first request. Its messages and tools come from the environment: when
+    each is the record it should be (all validation would check of them), the request is
+    built without validating again; anything else is validated, which names the fault."""
+    if (
+        all(isinstance(m, Message) for m in messages)
+        and all(isinstance(t, ToolSpec) for t in tools)
+        and isinstance(sampling, Sampling)
+    ):
+        return trusted(ModelRequest, messages=tuple(messages), tools=tools, sampling=sampling)
+    return ModelRequest(messages=tuple(messages), tools=tools, sampling=sampling)
 
 
 async def call_tool(
@@ -65,7 +90,8 @@ async def call_tool(
     """
     started = time.perf_counter()
     output, error = await _execute(tools, call, timeout, errors)
-    return ToolResult(
+    return trusted(
+        ToolResult,
         call_id=call.id,
         name=call.name,
         arguments=call.arguments,
@@ -141,9 +167,7 @@ class SingleTurn(Described):
         messages = opening_messages(task, self.system_prompt, episode)
         for message in messages:
             yield message
-        response = await model.generate(
-            ModelRequest(messages=tuple(messages), sampling=self.sampling)
-        )
+        response = await model.generate(first_request(messages, (), self.sampling))
         yield response.message
 
 
@@ -185,38 +209,43 @@ class ToolLoop(Described):
         for message in messages:
             yield message
         tools = tool_table(episode.tools)
-        specs = tuple(t.spec for t in episode.tools)
-        for _ in range(self.max_turns):
-            response = await model.generate(
-                ModelRequest(messages=tuple(messages), tools=specs, sampling=self.sampling)
-            )
+        # Validated once (the opening and the tools come from the environment); later
+        # turns add only the model's replies and the tool messages built here.
+        request = first_request(messages, tuple(t.spec for t in episode.tools), self.sampling)
+        for turn in range(self.max_turns):
+            if turn:
+                request = replace(request, messages=tuple(messages))
+            response = await model.generate(request)
             reply = response.message
             messages.append(reply)
             yield reply
             if not reply.tool_calls:
                 return
-            async for event in self.run_tools(tools, reply.tool_calls, messages):
+            for event in await self.run_tools(tools, reply.tool_calls, messages):
                 yield event
 
     async def run_tools(
         self, tools: Mapping[str, Tool], calls: Sequence[ToolCall], messages: list[Message]
-    ) -> AsyncIterator[ToolResult | Message]:
+    ) -> list[ToolResult | Message]:
         """Run one turn's tool calls (concurrently when `parallel_tool_calls`) by this
-        loop's rules; yield each result and its tool message, appended to `messages`."""
+        loop's rules; append each result's tool message to `messages` and return the
+        events to yield, each result then its message."""
         if self.parallel_tool_calls and len(calls) > 1:
             results = await asyncio.gather(*(self._call(tools, call) for call in calls))
         else:
             results = [await self._call(tools, call) for call in calls]
+        events: list[ToolResult | Message] = []
         for result in results:
-            yield result
-            message = Message(
+            message = trusted(
+                Message,
                 role="tool",
                 content=result.output,
                 tool_call_id=result.call_id,
                 name=result.name,
             )
             messages.append(message)
-            yield message
+            events += (result, message)
+        return events
 
     async def _call(self, tools: Mapping[str, Tool], call: ToolCall) -> ToolResult:
         return await call_tool(tools, call, timeout=self.tool_timeout, errors=self.tool_errors)

@@ -146,7 +146,7 @@ class RemoteAgent(Described):
             yield reply
             if not reply.tool_calls:
                 return
-            async for event in self._tools.run_tools(tools, reply.tool_calls, messages):
+            for event in await self._tools.run_tools(tools, reply.tool_calls, messages):
                 yield event
 
     async def aclose(self) -> None:

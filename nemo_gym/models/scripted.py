@@ -67,7 +67,7 @@ class ScriptedModel:
             self.requests.append(request)
         if self._function is not None:
             reply = self._function(request)
-            if inspect.isawaitable(reply):
+            if not isinstance(reply, ModelResponse | str | Message) and inspect.isawaitable(reply):
                 reply = await reply
             return _as_response(reply)
         if self._next >= len(self._replies):
