@@ -400,7 +400,7 @@ async def check_invariants(
     concurrency: int = 2048,
     seed: int = 0,
     rates: Mapping[str, float] | None = None,
-    timeout: float = 15.0,
+    timeout: float = 30.0,
     slow_s: float = 0.05,
     split: str = "test",
     output: str | os.PathLike[str] | None = None,
@@ -823,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rollouts", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=15.0)
+    parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--output", help="keep the run directory here")
     args = parser.parse_args(argv)
     options = {}
