@@ -448,7 +448,10 @@ async def test_timeouts_map_to_retryable_model_error(client_for: Any) -> None:
     with pytest.raises(ModelError) as info:
         await model.generate(ask())
     assert (info.value.retryable, info.value.code) == (True, "timeout")
-    assert len(server.requests) == FAST.max_attempts
+    assert info.value.attempts == FAST.max_attempts
+    # The server sees at most as many: on loaded cores an attempt can time out before the
+    # fake (in this process) has read its request.
+    assert 1 <= len(server.requests) <= FAST.max_attempts
 
 
 async def test_max_concurrency_is_respected(client_for: Any) -> None:
