@@ -5,7 +5,8 @@ A GenRM compares two replies to one prompt and answers JSON
 comparing its replies pairwise (`comparison_pairs`), reading each judge reply
 (`parse_genrm_output`) and averaging each reply's scores over its comparisons, a tie
 broken by the ranking (`aggregate_scores`). One reply's reward depends on its siblings,
-so this is a rule over a group of `gym.groups(...)`, not one rollout's verify.
+so this is a rule over a group of `gym.groups(...)`, not one rollout's verify:
+`compare_group` asks the GenRM about one group's replies and sets their rewards.
 
 Where NeMo Gym substitutes its defaults (3, 3, 3.5) for a judge reply it cannot read,
 `parse_genrm_output` answers None: a comparison with no verdict is left out of the
@@ -15,21 +16,53 @@ caller to record), never a neutral 3.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from math import isfinite
 from typing import Any, Literal
 
+from nemo_gym.records import Failure, Rewards, Rollout
+
 __all__ = [
+    "DEFAULT_PRINCIPLE",
     "RANKING_MIDPOINT",
     "Comparison",
+    "GenRM",
     "Strategy",
     "aggregate_scores",
+    "compare_group",
     "comparison_pairs",
     "parse_genrm_output",
 ]
+
+GenRM = Callable[[list[dict[str, str]]], Awaitable[str]]
+"""A GenRM: given the chat messages (the prompt's conversation, then an optional
+``principle`` message, then ``response_1`` and ``response_2``), its reply text. Its roles
+are the GenRM chat template's own, which a chat `Model` does not send, so it is a plain
+async callable (for a vLLM server: one ``/v1/chat/completions`` call with these
+messages, as NeMo Gym's ``genrm_model`` makes)."""
+
+# genrm_compare's `default_principle` (app.py), verbatim: used with use_principle=True
+# where the caller gives no principle.
+DEFAULT_PRINCIPLE = (
+    "Please act as an impartial judge and evaluate the quality of the responses provided by "
+    "two AI assistants to the user prompt. Begin your evaluation by generating your own "
+    "answer to the prompt. You must provide your answer before judging any answers. When "
+    "evaluating the assistants' answers, compare both assistants' answers with your answer. "
+    "You must identify and correct any mistakes or inaccurate information. Then consider if "
+    "the assistant's answers are helpful, relevant, and concise. Helpful means the answer "
+    "correctly responds to the prompt or follows the instructions. Note when user prompt has "
+    "any ambiguity or more than one interpretation, it is more helpful and appropriate to ask"
+    " for clarifications or more information from the user than providing an answer based on "
+    "assumptions. Relevant means all parts of the response closely connect or are appropriate"
+    " to what is being asked. Concise means the response is clear and not verbose or "
+    "excessive. Then consider the creativity and novelty of the assistant's answers when "
+    "needed. Finally, identify any missing important information in the assistants' answers "
+    "that would be beneficial to include when responding to the user prompt."
+)
 
 Strategy = Literal["circular", "all_pairs"]
 
@@ -152,3 +185,131 @@ def aggregate_scores(
         counts[i] += 1
         counts[j] += 1
     return [totals[k] / counts[k] if counts[k] else None for k in range(n)]
+
+
+def _answer(rollout: Rollout) -> str:
+    """NeMo Gym's `extract_output_text`: the reply's output text (every assistant message
+    after the prompt, joined as it is, reasoning not included), ``"None"`` when blank."""
+    after = rollout.trajectory.messages[len(rollout.task.messages) :]
+    text = "".join(m.content for m in after if m.role == "assistant" and m.content)
+    return text if text.strip() else "None"
+
+
+async def _verdict(
+    genrm: GenRM, messages: list[dict[str, str]], attempts: int
+) -> tuple[Comparison | None, list[str]]:
+    """The first readable verdict of up to `attempts` asks (NeMo Gym re-asks on an unreadable
+    reply or a failed call), and what each ask returned."""
+    seen: list[str] = []
+    for _ in range(attempts):
+        try:
+            reply = await genrm(messages)
+        except Exception as exc:  # an HTTP error, a timeout: this ask is lost, not the group
+            seen.append(f"error: {type(exc).__name__}: {exc}"[:500])
+            continue
+        seen.append(reply[-500:])
+        found = parse_genrm_output(reply)
+        if found is not None:
+            return found, seen
+    return None, seen
+
+
+async def compare_group(
+    group: Sequence[Rollout],
+    genrm: GenRM,
+    *,
+    comparison_strategy: Strategy = "circular",
+    num_judges_per_comparison: int = 1,
+    use_principle: bool = False,
+    principle: str | None = None,
+    genrm_parse_retries: int = 3,
+) -> list[Rollout]:
+    """genrm_compare's rewards for one group of `gym.groups(...)` (one task's repeats): its
+    replies compared pairwise by `genrm`, each reward the mean of the reply's scores over
+    its comparisons, ties broken by the ranking (1-5 scale). Each reply's comparisons are
+    kept in ``rewards.metadata["genrm"]``.
+
+    Failed rollouts are left out of the comparisons (NeMo Gym's cohort would wait for them
+    forever). A comparison whose verdict stays unreadable after ``1 + genrm_parse_retries``
+    asks counts for neither reply (NeMo Gym averages in a neutral 3/3); a reply left with
+    no readable comparison becomes a ``judge_failed`` failure, so a policy cannot earn a
+    neutral score by making its reply unjudgeable.
+    """
+    rollouts = list(group)
+    tasks = {r.task_id for r in rollouts}
+    if len(tasks) > 1:
+        raise ValueError(f"compare_group: one task's repeats, got tasks {sorted(tasks)}")
+    if num_judges_per_comparison < 1 or genrm_parse_retries < 0:
+        raise ValueError("compare_group: num_judges_per_comparison >= 1, genrm_parse_retries >= 0")
+    scored = [k for k, r in enumerate(rollouts) if r.ok]
+    if len(rollouts) < 2:
+        raise ValueError("compare_group: a group of at least 2 replies (repeats >= 2)")
+    history = [{"role": m.role, "content": m.content or ""} for m in rollouts[0].task.messages]
+    extra = []
+    if use_principle:
+        extra = [{"role": "principle", "content": principle or DEFAULT_PRINCIPLE}]
+    answers = [_answer(rollouts[k]) for k in scored]
+    jobs: list[tuple[int, int]] = []
+    if len(scored) >= 2:
+        pairs = comparison_pairs(comparison_strategy, len(scored))
+        jobs = [pair for _ in range(num_judges_per_comparison) for pair in pairs]
+    found = await asyncio.gather(
+        *(
+            _verdict(
+                genrm,
+                [
+                    *history,
+                    *extra,
+                    {"role": "response_1", "content": answers[i]},
+                    {"role": "response_2", "content": answers[j]},
+                ],
+                1 + genrm_parse_retries,
+            )
+            for i, j in jobs
+        )
+    )
+    rewards = aggregate_scores(
+        len(scored), [(i, j, verdict) for (i, j), (verdict, _) in zip(jobs, found, strict=True)]
+    )
+    out = list(rollouts)
+    for position, k in enumerate(scored):
+        records = [
+            {
+                "response_1": scored[i],
+                "response_2": scored[j],
+                "scores": None if verdict is None else list(verdict),
+                "replies": replies,
+            }
+            for (i, j), (verdict, replies) in zip(jobs, found, strict=True)
+            if position in (i, j)
+        ]
+        reward = rewards[position]
+        if reward is None:
+            failure = Failure(
+                kind="verifier",
+                code="judge_failed",
+                message=(
+                    "genrm_compare: no comparison of this reply has a verdict NeMo Gym's "
+                    "parser can read"
+                    if records
+                    else "genrm_compare: no other reply to compare"
+                ),
+                error_type="VerifierError",
+                where="verify",
+            )
+            out[k] = rollouts[k].model_copy(
+                update={"status": "failed", "failure": failure, "rewards": None}
+            )
+            continue
+        before = rollouts[k].rewards
+        metadata: dict[str, Any] = {"genrm": records}
+        if before is not None:
+            metadata["env_reward"] = before.reward
+        out[k] = rollouts[k].model_copy(
+            update={
+                "rewards": Rewards(
+                    reward=reward, components={"genrm_score": reward}, metadata=metadata
+                )
+            }
+        )
+    return out
