@@ -20,8 +20,8 @@ from nemo_gym.interop.nemo_gym.genrm import (
     GenRM,
     Strategy,
     aggregate_scores,
-    compare_group,
     comparison_pairs,
+    genrm_compare,
     parse_genrm_output,
 )
 from nemo_gym.records import Failure, Rewards, Rollout, Timings
@@ -197,7 +197,7 @@ def test_the_last_object_is_read_whatever_prose_precedes_it(
     assert found == (float(scores["score_1"]), float(scores["score_2"]), float(scores["ranking"]))
 
 
-# --- compare_group: a group's rewards --------------------------------------------------
+# --- genrm_compare: a group's rewards --------------------------------------------------
 
 _RUN_COMPARE = """
 import asyncio, json, sys
@@ -298,7 +298,7 @@ def test_group_rewards_equal_nemo_gyms_own(strategy: Strategy, judges: int) -> N
     assert done.returncode == 0, done.stderr[-2000:]
     theirs = json.loads(done.stdout)
     ours = asyncio.run(
-        compare_group(
+        genrm_compare(
             _group(texts),
             _as_genrm(_scripted_genrm),
             comparison_strategy=strategy,
@@ -313,7 +313,7 @@ def test_the_genrm_is_asked_with_nemo_gyms_messages() -> None:
     """The prompt's conversation, then response_1 and response_2 (each reply's text), the
     principle before them only with use_principle."""
     seen: list[list[dict[str, str]]] = []
-    asyncio.run(compare_group(_group(["quality:3", "quality:5"]), _as_genrm(_scripted_genrm, seen)))
+    asyncio.run(genrm_compare(_group(["quality:3", "quality:5"]), _as_genrm(_scripted_genrm, seen)))
     assert seen[0] == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Pick a word."},
@@ -323,11 +323,11 @@ def test_the_genrm_is_asked_with_nemo_gyms_messages() -> None:
     assert [m["content"] for m in seen[1][-2:]] == ["quality:5", "quality:3"]  # circular
     seen.clear()
     genrm = _as_genrm(_scripted_genrm, seen)
-    asyncio.run(compare_group(_group(["quality:3", "quality:5"]), genrm, use_principle=True))
+    asyncio.run(genrm_compare(_group(["quality:3", "quality:5"]), genrm, use_principle=True))
     assert seen[0][2] == {"role": "principle", "content": DEFAULT_PRINCIPLE}
     seen.clear()
     asyncio.run(
-        compare_group(
+        genrm_compare(
             _group(["quality:3", "quality:5"]), genrm, use_principle=True, principle="Be kind."
         )
     )
@@ -367,7 +367,7 @@ def test_an_unjudgeable_reply_is_a_failure_not_a_neutral_score() -> None:
         return _scripted_genrm(text_1, text_2)
 
     group = _group(["quality:5", "BREAK", "quality:1", "quality:3"])
-    out = asyncio.run(compare_group(group, _as_genrm(reply)))
+    out = asyncio.run(genrm_compare(group, _as_genrm(reply)))
     broken = out[1]
     assert broken.status == "failed" and broken.failure and broken.failure.code == "judge_failed"
     assert broken.rewards is None
@@ -393,7 +393,7 @@ def test_a_retry_reads_a_later_verdict_and_a_raising_genrm_is_an_unread_ask() ->
             return "thinking..."
         return _scripted_genrm(messages[-2]["content"], messages[-1]["content"])
 
-    out = asyncio.run(compare_group(_group(["quality:2", "quality:4"]), flaky))
+    out = asyncio.run(genrm_compare(_group(["quality:2", "quality:4"]), flaky))
     assert [r.reward for r in out] == [2.0, 4.0]
     first = out[0].rewards.metadata["genrm"][0]["replies"]  # type: ignore[union-attr]
     assert first[0].startswith("error: ConnectionError") and first[1] == "thinking..."
@@ -401,16 +401,16 @@ def test_a_retry_reads_a_later_verdict_and_a_raising_genrm_is_an_unread_ask() ->
 
 def test_failed_rollouts_are_left_out_and_the_group_is_checked() -> None:
     out = asyncio.run(
-        compare_group(_group(["quality:2", None, "quality:4"]), _as_genrm(_scripted_genrm))
+        genrm_compare(_group(["quality:2", None, "quality:4"]), _as_genrm(_scripted_genrm))
     )
     assert [r.reward for r in out] == [2.0, None, 4.0]
     assert out[1].failure and out[1].failure.code == "model_error"  # kept as it was
     # One reply left: nothing to compare it with, a failure, not a default 3.
-    alone = asyncio.run(compare_group(_group(["quality:2", None]), _as_genrm(_scripted_genrm)))
+    alone = asyncio.run(genrm_compare(_group(["quality:2", None]), _as_genrm(_scripted_genrm)))
     assert alone[0].failure and alone[0].failure.code == "judge_failed"
     with pytest.raises(ValueError, match="one task's repeats"):
         asyncio.run(
-            compare_group([*_group(["a"], "t1"), *_group(["b"], "t2")], _as_genrm(_scripted_genrm))
+            genrm_compare([*_group(["a"], "t1"), *_group(["b"], "t2")], _as_genrm(_scripted_genrm))
         )
     with pytest.raises(ValueError, match="at least 2"):
-        asyncio.run(compare_group(_group(["a"]), _as_genrm(_scripted_genrm)))
+        asyncio.run(genrm_compare(_group(["a"]), _as_genrm(_scripted_genrm)))

@@ -6,7 +6,7 @@ comparing its replies pairwise (`comparison_pairs`), reading each judge reply
 (`parse_genrm_output`) and averaging each reply's scores over its comparisons, a tie
 broken by the ranking (`aggregate_scores`). One reply's reward depends on its siblings,
 so this is a rule over a group of `gym.groups(...)`, not one rollout's verify:
-`compare_group` asks the GenRM about one group's replies and sets their rewards.
+`genrm_compare` asks the GenRM about one group's replies and sets their rewards.
 
 Where NeMo Gym substitutes its defaults (3, 3, 3.5) for a judge reply it cannot read,
 `parse_genrm_output` answers None: a comparison with no verdict is left out of the
@@ -33,8 +33,8 @@ __all__ = [
     "GenRM",
     "Strategy",
     "aggregate_scores",
-    "compare_group",
     "comparison_pairs",
+    "genrm_compare",
     "parse_genrm_output",
 ]
 
@@ -214,7 +214,7 @@ async def _verdict(
     return None, seen
 
 
-async def compare_group(
+async def genrm_compare(
     group: Sequence[Rollout],
     genrm: GenRM,
     *,
@@ -238,12 +238,12 @@ async def compare_group(
     rollouts = list(group)
     tasks = {r.task_id for r in rollouts}
     if len(tasks) > 1:
-        raise ValueError(f"compare_group: one task's repeats, got tasks {sorted(tasks)}")
+        raise ValueError(f"genrm_compare: one task's repeats, got tasks {sorted(tasks)}")
     if num_judges_per_comparison < 1 or genrm_parse_retries < 0:
-        raise ValueError("compare_group: num_judges_per_comparison >= 1, genrm_parse_retries >= 0")
+        raise ValueError("genrm_compare: num_judges_per_comparison >= 1, genrm_parse_retries >= 0")
     scored = [k for k, r in enumerate(rollouts) if r.ok]
     if len(rollouts) < 2:
-        raise ValueError("compare_group: a group of at least 2 replies (repeats >= 2)")
+        raise ValueError("genrm_compare: a group of at least 2 replies (repeats >= 2)")
     history = [{"role": m.role, "content": m.content or ""} for m in rollouts[0].task.messages]
     extra = []
     if use_principle:
