@@ -24,6 +24,7 @@ from nemo_gym.interop.nemo_gym.genrm import (
     genrm_compare,
     parse_genrm_output,
 )
+from nemo_gym.interop.nemo_gym.servers import row_task, rows_of
 from nemo_gym.records import Failure, Rewards, Rollout, Timings
 from nemo_gym.trajectory import Message, Task, Trajectory
 
@@ -414,3 +415,70 @@ def test_failed_rollouts_are_left_out_and_the_group_is_checked() -> None:
         )
     with pytest.raises(ValueError, match="at least 2"):
         asyncio.run(genrm_compare(_group(["a"]), _as_genrm(_scripted_genrm)))
+
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nemo_gym"
+
+
+def test_nemo_gyms_rows_reach_the_genrm_with_their_conversation() -> None:
+    """NeMo Gym's example rows (one a multi-turn conversation): the GenRM is asked with the
+    history NeMo Gym's `_input_to_conversation_history` builds from the row's input; a
+    row's ``principle`` is used with use_principle, and a non-string one is refused."""
+    rows = rows_of(DATA / "genrm_compare.jsonl")
+    seen: list[list[dict[str, str]]] = []
+    genrm = _as_genrm(_scripted_genrm, seen)
+    histories = []
+    for row in rows:
+        task = row_task(row, "genrm_compare")
+        group = [
+            r.model_copy(update={"task": task, "task_id": task.id}) for r in _group(["a", "b"])
+        ]
+        group = [
+            r.model_copy(
+                update={"trajectory": Trajectory(messages=[*task.messages, Message.assistant(t)])}
+            )
+            for r, t in zip(group, ["quality:1", "quality:2"], strict=True)
+        ]
+        seen.clear()
+        out = asyncio.run(genrm_compare(group, genrm))
+        assert [r.reward for r in out] == [1.0, 2.0]
+        histories.append(seen[0][:-2])
+    assert len(histories[0]) == 5  # the multi-turn row
+    if Path(PYTHON).is_file():
+        code = (
+            "import json, sys\n"
+            "from resources_servers.genrm_compare.app import _input_to_conversation_history\n"
+            "rows = [json.loads(l) for l in open(sys.argv[1])]\n"
+            "print(json.dumps([_input_to_conversation_history("
+            "r['responses_create_params']['input']) for r in rows]))"
+        )
+        done = subprocess.run(
+            [PYTHON, "-c", code, str(DATA / "genrm_compare.jsonl")],
+            capture_output=True,
+            env=_ENV,
+            cwd=Path(PYTHON).parent,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert histories == json.loads(done.stdout)
+    with_principle = rows_of([{**rows[1].data, "principle": "Prefer short answers."}])[0]
+    task = row_task(with_principle, "genrm_compare")
+    group = [
+        r.model_copy(
+            update={
+                "task": task,
+                "task_id": task.id,
+                "trajectory": Trajectory(messages=[*task.messages, Message.assistant(t)]),
+            }
+        )
+        for r, t in zip(_group(["a", "b"]), ["quality:1", "quality:2"], strict=True)
+    ]
+    seen.clear()
+    asyncio.run(genrm_compare(group, genrm, use_principle=True))
+    assert seen[0][-3] == {"role": "principle", "content": "Prefer short answers."}
+    bad = rows_of([{**rows[1].data, "principle": 7}])[0]
+    task = row_task(bad, "genrm_compare")
+    group = [r.model_copy(update={"task": task, "task_id": task.id}) for r in _group(["a", "b"])]
+    with pytest.raises(ValueError, match="field 'principle' must be a string"):
+        asyncio.run(genrm_compare(group, genrm, use_principle=True))

@@ -227,7 +227,8 @@ async def genrm_compare(
     """genrm_compare's rewards for one group of `gym.groups(...)` (one task's repeats): its
     replies compared pairwise by `genrm`, each reward the mean of the reply's scores over
     its comparisons, ties broken by the ranking (1-5 scale). Each reply's comparisons are
-    kept in ``rewards.metadata["genrm"]``.
+    kept in ``rewards.metadata["genrm"]``. With `use_principle`, the principle is
+    `principle`, else the NeMo Gym row's ``principle`` field, else `DEFAULT_PRINCIPLE`.
 
     Failed rollouts are left out of the comparisons (NeMo Gym's cohort would wait for them
     forever). A comparison whose verdict stays unreadable after ``1 + genrm_parse_retries``
@@ -247,7 +248,14 @@ async def genrm_compare(
     history = [{"role": m.role, "content": m.content or ""} for m in rollouts[0].task.messages]
     extra = []
     if use_principle:
-        extra = [{"role": "principle", "content": principle or DEFAULT_PRINCIPLE}]
+        row = rollouts[0].task.metadata.get("nemo_gym", {}).get("row", {})
+        given = principle if principle is not None else row.get("principle")
+        if given is not None and not isinstance(given, str):
+            raise ValueError(
+                f"genrm_compare: task {rollouts[0].task_id}: field 'principle' must be a "
+                f"string, got {type(given).__name__}"
+            )
+        extra = [{"role": "principle", "content": given or DEFAULT_PRINCIPLE}]
     answers = [_answer(rollouts[k]) for k in scored]
     jobs: list[tuple[int, int]] = []
     if len(scored) >= 2:
