@@ -323,6 +323,9 @@ def test_the_genrm_is_asked_with_nemo_gyms_messages() -> None:
     ]
     assert [m["content"] for m in seen[1][-2:]] == ["quality:5", "quality:3"]  # circular
     seen.clear()
+    asyncio.run(genrm_compare(_group([" \n", "x"]), _as_genrm(_scripted_genrm, seen)))
+    assert seen[0][-2] == {"role": "response_1", "content": "None"}  # NeMo Gym's placeholder
+    seen.clear()
     genrm = _as_genrm(_scripted_genrm, seen)
     asyncio.run(genrm_compare(_group(["quality:3", "quality:5"]), genrm, use_principle=True))
     assert seen[0][2] == {"role": "principle", "content": DEFAULT_PRINCIPLE}
