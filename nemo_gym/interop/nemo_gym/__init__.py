@@ -25,6 +25,7 @@ from typing import Any
 
 from nemo_gym.errors import ConfigError
 from nemo_gym.interop.nemo_gym.coverage import COVERAGE, Coverage, coverage_markdown
+from nemo_gym.interop.nemo_gym.genrm import genrm_compare
 from nemo_gym.interop.nemo_gym.judged import zero_incorrect_groups
 from nemo_gym.interop.nemo_gym.servers import SERVERS, Server, rows_of
 from nemo_gym.interop.nemo_gym.wire import (
@@ -42,6 +43,7 @@ __all__ = [
     "Server",
     "coverage_markdown",
     "for_server",
+    "genrm_compare",
     "load",
     "messages_from_input",
     "response_from_trajectory",
