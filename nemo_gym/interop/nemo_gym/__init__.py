@@ -27,6 +27,7 @@ from nemo_gym.errors import ConfigError
 from nemo_gym.interop.nemo_gym.coverage import COVERAGE, Coverage, coverage_markdown
 from nemo_gym.interop.nemo_gym.judged import zero_incorrect_groups
 from nemo_gym.interop.nemo_gym.servers import SERVERS, Server, rows_of
+from nemo_gym.interop.nemo_gym.trajectory import to_agent_observations, to_trajectory_record
 from nemo_gym.interop.nemo_gym.wire import (
     messages_from_input,
     response_from_trajectory,
@@ -45,8 +46,10 @@ __all__ = [
     "load",
     "messages_from_input",
     "response_from_trajectory",
+    "to_agent_observations",
     "to_row",
     "to_rows",
+    "to_trajectory_record",
     "tools_from_params",
     "zero_incorrect_groups",
 ]
