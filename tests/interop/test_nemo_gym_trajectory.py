@@ -251,3 +251,35 @@ def test_a_subagents_calls_are_an_invocation_of_their_own() -> None:
     assert [len(i["model_calls"]) for i in record["invocations"]] == [1, 2]
     assert record["gaps"] == []
     validated([rollout])
+
+
+async def test_a_real_cli_agent_that_compacts_exports_one_compaction_and_validates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stdlib agent of tests/harnesses/test_cli_agents.py, run for real (local
+    sandbox), replaces its history with a summary after two calls: one break, between
+    its second and third call, in one invocation; the tool runs it reported back are the
+    tool calls, each with its output."""
+    # test_cli_agents imports its sibling `agent_policy` as a top-level module.
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "harnesses"))
+    from harnesses.test_cli_agents import _run, chained, needs_local, tiny
+
+    for mark in needs_local.mark.args:
+        if mark:
+            pytest.skip(needs_local.mark.kwargs["reason"])
+    rollout, _ = await _run(tiny(compact_after=2), chained)
+    assert rollout.ok, rollout.failure
+    record = to_trajectory_record(rollout)
+    ids = [c["model_call_id"] for c in record["model_calls"]]
+    (invocation,) = record["invocations"]
+    assert [r["model_call_id"] for r in invocation["model_calls"]] == ids
+    (compaction,) = [
+        r for r in to_agent_observations(rollout)["records"] if r["kind"] == "context_compaction"
+    ]
+    assert (compaction["before_model_call"], compaction["after_model_call"]) == (
+        {"model_call_id": ids[1]},
+        {"model_call_id": ids[2]},
+    )
+    assert [t["tool_call_id"] for t in record["tool_calls"]] == ["call_ng0", "call_ng1", "call_ng2"]
+    assert record["tool_calls"][1]["output"] == "ok\n"
+    validated([rollout])
