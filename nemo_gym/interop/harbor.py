@@ -26,6 +26,13 @@ A Harbor task directory holds `instruction.md` (the prompt), `task.toml` (config
   `/logs/verifier/reward.json` (a name -> number map; `reward` is the primary one) or
   `reward.txt` (one number) is read. The outcome is `final_state["verifier"]`; a
   missing, empty or non-numeric reward file is a verifier failure naming it.
+- A CLI agent (`nemo_gym.harnesses.cli`: Codex, Claude Code, ...) runs in a container
+  of the task's image (`episode.sandbox_spec`); once it ended, its workdir is taken as
+  data and the tests run in a fresh container of that image holding exactly those
+  files (`episode.workspace`, a `HarborWorkspace`), never in the agent's own. So only
+  what the agent left in the workdir is graded: a task whose tests check state outside
+  it (a package installed, a file in `/root`) needs the tool-calling harness, whose
+  tests run in the agent's container as Harbor runs them.
 - `HarborOracle` is a harness that runs `solution/solve.sh` instead of a model (Harbor's
   oracle agent): a task whose oracle does not score 1 is a broken task.
 
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import io
 import json
 import math
@@ -53,6 +61,7 @@ from nemo_gym.harnesses import ToolLoop, opening_messages
 from nemo_gym.protocols import Episode, Model, Sandbox
 from nemo_gym.records import (
     Event,
+    ExecResult,
     Message,
     ResourceLimits,
     Rewards,
@@ -63,7 +72,14 @@ from nemo_gym.records import (
 from nemo_gym.registry import Described
 from nemo_gym.tools import tool
 
-__all__ = ["HarborEnv", "HarborEpisode", "HarborOracle", "HarborTask", "load_task"]
+__all__ = [
+    "HarborEnv",
+    "HarborEpisode",
+    "HarborOracle",
+    "HarborTask",
+    "HarborWorkspace",
+    "load_task",
+]
 
 TESTS_DIR = "/tests"
 SOLUTION_DIR = "/solution"
@@ -201,9 +217,19 @@ async def _upload(sandbox: Sandbox, files: list[tuple[str, bytes]], target: str)
 class HarborEpisode(BasicEpisode):
     """A task's container; its tests run when the episode ends without error."""
 
-    def __init__(self, task: HarborTask, sandbox: Sandbox, stack: AsyncExitStack, **kw: Any):
+    def __init__(
+        self,
+        task: HarborTask,
+        sandbox: Sandbox,
+        stack: AsyncExitStack,
+        spec: SandboxSpec | None = None,
+        **kw: Any,
+    ):
         self.task = task
         self._stack = stack
+        # What a CLI agent's container and its grading container start from.
+        self.sandbox_spec = spec
+        self.workspace = HarborWorkspace(self)
         self.workdir = task.field("environment", "workdir", str, None) or DEFAULT_WORKDIR
         timeout = kw.pop("bash_timeout")
         workdir = self.workdir
@@ -218,9 +244,10 @@ class HarborEpisode(BasicEpisode):
         super().__init__([bash], state={"task": task.name}, sandbox=None)
         self.sandbox = sandbox  # closed by the exit stack, after the tests
 
-    async def run_tests(self) -> dict[str, Any]:
-        """Harbor's verifier: copy tests/, run test.sh, read the reward file."""
-        sandbox = self.sandbox
+    async def run_tests(self, sandbox: Sandbox | None = None) -> dict[str, Any]:
+        """Harbor's verifier in `sandbox` (default: the episode's own): copy tests/, run
+        test.sh, read the reward file."""
+        sandbox = sandbox or self.sandbox
         assert sandbox is not None
         task = self.task
         timeout = task.field("verifier", "timeout_sec", (int, float), None) or 600.0
@@ -246,7 +273,10 @@ class HarborEpisode(BasicEpisode):
     async def __aexit__(self, *exc_info: object) -> None:
         failed = bool(exc_info) and exc_info[0] is not None
         try:
-            if not failed and isinstance(self.state, dict):
+            # A CLI agent's files were graded already (`HarborWorkspace.collect`); the
+            # episode's own container, which that agent never touched, is not.
+            graded = isinstance(self.state, dict) and "verifier" in self.state
+            if not failed and not graded and isinstance(self.state, dict):
                 # The verifier reads final_state (taken just before this exit): the
                 # tests' outcome is added to that same dict before the sandbox goes.
                 try:
@@ -258,6 +288,44 @@ class HarborEpisode(BasicEpisode):
                 await super().__aexit__(*exc_info)
             finally:
                 await self._stack.aclose()
+
+
+class HarborWorkspace:
+    """The `Workspace` of a Harbor episode, for a CLI agent: the agent works in a
+    container of the task's image; `collect` makes the fresh grading container's workdir
+    exactly the agent's (its files, directories and modes; what it deleted gone; links
+    leaving the workdir, which `take` refuses, left out and named) and runs the task's
+    tests there, into `final_state["verifier"]`."""
+
+    def __init__(self, episode: HarborEpisode) -> None:
+        self.episode = episode
+
+    async def setup(self, sandbox: Sandbox) -> None:
+        """Nothing to add: the task's image holds its files, as under Harbor."""
+        await sandbox.exec(["mkdir", "-p", self.episode.workdir], timeout=30)
+
+    async def collect(self, sandbox: Sandbox, agent: ExecResult, files: Any) -> None:
+        workdir = self.episode.workdir
+        clear = (
+            f"mkdir -p {shlex.quote(workdir)} && find {shlex.quote(workdir)} -mindepth 1 -delete"
+        )
+        await sandbox.exec(["bash", "-c", clear], timeout=120)
+        dirs = [f"{workdir}/{d}" for d in files.dirs]
+        for start in range(0, len(dirs), 200):
+            await sandbox.exec(["mkdir", "-p", "--", *dirs[start : start + 200]], timeout=60)
+        # The Sandbox protocol's write_file takes no mode; the container providers' does.
+        with_mode = "mode" in inspect.signature(sandbox.write_file).parameters
+        for path, data in files.files.items():
+            mode = files.modes.get(path)
+            if with_mode and mode is not None:
+                await sandbox.write_file(f"{workdir}/{path}", data, mode=mode)  # type: ignore[call-arg]
+            else:
+                await sandbox.write_file(f"{workdir}/{path}", data)
+        outcome = await self.episode.run_tests(sandbox)
+        outcome["agent"] = {"exit_code": agent.exit_code, "timed_out": agent.timed_out}
+        outcome["refused"] = dict(files.refused)
+        if isinstance(self.episode.state, dict):
+            self.episode.state["verifier"] = outcome
 
 
 async def _read(sandbox: Sandbox, path: str) -> bytes | None:
@@ -426,7 +494,7 @@ class HarborEnv(Env):
         except BaseException:
             await stack.aclose()
             raise
-        return HarborEpisode(harbor, sandbox, stack, bash_timeout=self.bash_timeout)
+        return HarborEpisode(harbor, sandbox, stack, spec, bash_timeout=self.bash_timeout)
 
     async def aclose(self) -> None:
         provider, self._provider = self._provider, None

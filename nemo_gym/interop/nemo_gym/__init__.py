@@ -28,6 +28,7 @@ from nemo_gym.interop.nemo_gym.coverage import COVERAGE, Coverage, coverage_mark
 from nemo_gym.interop.nemo_gym.genrm import genrm_compare
 from nemo_gym.interop.nemo_gym.judged import zero_incorrect_groups
 from nemo_gym.interop.nemo_gym.servers import SERVERS, Server, rows_of
+from nemo_gym.interop.nemo_gym.trajectory import to_agent_observations, to_trajectory_record
 from nemo_gym.interop.nemo_gym.wire import (
     messages_from_input,
     response_from_trajectory,
@@ -47,8 +48,10 @@ __all__ = [
     "load",
     "messages_from_input",
     "response_from_trajectory",
+    "to_agent_observations",
     "to_row",
     "to_rows",
+    "to_trajectory_record",
     "tools_from_params",
     "zero_incorrect_groups",
 ]
