@@ -127,20 +127,33 @@ def test_a_row_that_cannot_be_scored_is_a_load_error(change: dict[str, Any], fie
 
 
 def test_gold_result_rows_score_against_their_result_sets() -> None:
-    # Spider 2.0-Lite's validation rows: acceptable result sets (strings, as from its CSVs).
-    row = {**_rows()[1], "gold_sql": None, "gold_result": [[["Nobody", "1"]], [["Cara", "101"]]]}
+    # Spider 2.0-Lite's validation rows: acceptable result sets (strings, as from its CSVs),
+    # here with condition columns per set.
+    row = {**_rows()[1], "gold_result": [[["Nobody", "1"]], [["Cara", "101"]]]}
     row.pop("gold_sql")
     row["condition_cols"] = [[0, 1], [0]]
     env = ng.load([row], server="spider2_lite", db_dir=str(spider2_lite_dir()))
     task = env.tasks()[0]
+    replies = {
+        "SELECT player_name, 7 FROM player WHERE player_id = 3": 1.0,
+        "SELECT player_name FROM player WHERE player_id = 1": 0.0,
+        "SELECT 'Nobody', '1.001'": 1.0,
+        "SELECT 'Nobody', 2": 0.0,
+    }
 
-    async def score(sql: str) -> float | None:
-        reply = [Message.assistant(f"```sql\n{sql}\n```")]
-        done = await gym.rollout(env, gym.models.ScriptedModel(reply), task)
-        return done.reward
+    async def run() -> list[tuple[float | None, dict[str, Any]]]:
+        found = []
+        for sql in replies:
+            reply = [Message.assistant(f"```sql\n{sql}\n```")]
+            done = await gym.rollout(env, gym.models.ScriptedModel(reply), task)
+            found.append((done.reward, ng.to_row(done)["response"]))
+        return found
 
-    assert asyncio.run(score("SELECT player_name, 7 FROM player WHERE player_id = 3")) == 1.0
-    assert asyncio.run(score("SELECT player_name FROM player WHERE player_id = 1")) == 0.0
+    done = asyncio.run(run())
+    assert [ours for ours, _ in done] == list(replies.values())
+    if Path(PYTHON).is_file():  # NeMo Gym's own verify on the same row and responses
+        theirs = run_reference([("spider2_lite", row, response) for _, response in done])
+        assert [t.get("reward", t) for t in theirs] == list(replies.values())
 
 
 def test_a_failing_gold_query_is_a_failed_rollout_not_a_zero() -> None:
