@@ -25,6 +25,11 @@ a whole result: rows are fetched in chunks and counted in bytes.
 Results are compared as multisets of rows, or as ordered lists when the gold query has
 an ``ORDER BY`` at its top level. Floats are compared after rounding to
 `float_digits` significant digits, so ``AVG`` noise does not decide a match.
+
+With ``match="spider2"`` the query is read and the results compared as Spider 2.0-Lite
+(and NeMo Gym's `spider2_lite` server) do (`nemo_gym.verify.spider2`): column vectors,
+the task's ``ignore_order`` and ``condition_cols``, and, for a task with no gold query,
+its ``gold_result`` (a list of acceptable result sets).
 """
 
 from __future__ import annotations
@@ -38,12 +43,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from nemo_gym.errors import ConfigError, VerifierError
 from nemo_gym.records import Rewards, Task, Trajectory
 from nemo_gym.verify.common import GoldFn, get_gold, response_text
 from nemo_gym.verify.extract import fenced_blocks
+from nemo_gym.verify.spider2 import extract_spider2_sql, spider2_match
 
 if TYPE_CHECKING:
     from nemo_gym.verify.pool import WorkerPool
@@ -246,8 +252,9 @@ class SQLVerifier:
         max_db_bytes: int = 256 << 20,
         float_digits: int = 9,
         gold: GoldFn | None = None,
-        extract: Callable[[str], str] = extract_sql,
+        extract: Callable[[str], str] | None = None,
         pool: WorkerPool | None = None,
+        match: Literal["rows", "spider2"] = "rows",
     ) -> None:
         if timeout <= 0:
             raise ConfigError("SQLVerifier: timeout must be > 0")
@@ -255,13 +262,16 @@ class SQLVerifier:
             raise ConfigError("SQLVerifier: max_rows must be >= 1")
         if max_bytes < 1 or max_db_bytes < _PAGE_BYTES:
             raise ConfigError("SQLVerifier: max_bytes must be >= 1 and max_db_bytes >= 4096")
+        if match not in ("rows", "spider2"):
+            raise ConfigError(f"SQLVerifier: match is {match!r}; 'rows' or 'spider2'")
         self.timeout = timeout
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.max_db_bytes = max_db_bytes
         self.float_digits = float_digits
         self.gold = gold
-        self.extract = extract
+        self.match = match
+        self.extract = extract or (extract_spider2_sql if match == "spider2" else extract_sql)
         self.pool = pool
 
     def _database(self, task: Task) -> dict[str, Any]:
@@ -294,7 +304,14 @@ class SQLVerifier:
         assert isinstance(result, QueryResult)
         return result
 
-    def _score(self, gold_sql: str, gold: QueryResult, pred: QueryResult, pred_sql: str) -> Rewards:
+    def _score(
+        self,
+        task: Task,
+        gold_sql: str | None,
+        gold: QueryResult,
+        pred: QueryResult,
+        pred_sql: str,
+    ) -> Rewards:
         assert gold.rows is not None
         metadata: dict[str, Any] = {"extracted_answer": pred_sql, "seconds": pred.seconds}
         if pred.rows is None:
@@ -303,9 +320,22 @@ class SQLVerifier:
             return Rewards(
                 reward=0.0, components={"accuracy": 0.0, "executable": 0.0}, metadata=metadata
             )
-        ordered = has_top_level_order_by(gold_sql)
-        score = float(_same(gold.rows, pred.rows, ordered, self.float_digits))
-        metadata["ordered"] = ordered
+        if self.match == "spider2":
+            meta = task.metadata
+            gold_sets = [gold.rows] if gold_sql is not None else meta["gold_result"]
+            score = float(
+                spider2_match(
+                    gold_sets,
+                    pred.rows,
+                    meta.get("condition_cols"),
+                    bool(meta.get("ignore_order", True)),
+                )
+            )
+        else:
+            assert gold_sql is not None
+            ordered = has_top_level_order_by(gold_sql)
+            score = float(_same(gold.rows, pred.rows, ordered, self.float_digits))
+            metadata["ordered"] = ordered
         if not score:
             metadata["reason"] = (
                 f"result differs: {len(pred.rows)} row(s), gold has {len(gold.rows)}"
@@ -316,9 +346,13 @@ class SQLVerifier:
 
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
         """Run both queries in pool workers and compare their rows."""
-        gold_sql = get_gold(task, self.gold)
-        if not isinstance(gold_sql, str):
-            raise VerifierError(f"task {task.id}: the gold query must be a string")
+        gold_sql: str | None = None
+        # Spider 2.0-Lite's validation rows carry acceptable result sets, not a query.
+        by_result = self.match == "spider2" and task.answer is None and self.gold is None
+        if not (by_result and isinstance(task.metadata.get("gold_result"), list)):
+            gold_sql = get_gold(task, self.gold)
+            if not isinstance(gold_sql, str):
+                raise VerifierError(f"task {task.id}: the gold query must be a string")
         pred_sql = self.extract(response_text(trajectory))
         if not pred_sql.strip():
             return Rewards(
@@ -327,8 +361,8 @@ class SQLVerifier:
                 metadata={"extracted_answer": None, "error": "empty query"},
             )
         db = self._database(task)
-        gold = await self._query(db, gold_sql)
+        gold = QueryResult([]) if gold_sql is None else await self._query(db, gold_sql)
         if gold.rows is None:
             raise VerifierError(f"task {task.id}: the gold query failed: {gold.error}")
         pred = await self._query(db, pred_sql)
-        return self._score(gold_sql, gold, pred, pred_sql)
+        return self._score(task, gold_sql, gold, pred, pred_sql)

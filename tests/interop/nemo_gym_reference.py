@@ -229,8 +229,28 @@ def _server(name: str, judge: bool = False, settings: dict | None = None):  # ty
         # Its reward is chrF; only the spBLEU side metric needs the FLORES-200 model, which
         # it downloads on first use (there is no network here), so that metric is stubbed.
         object.__setattr__(server, "_score_sentence_spbleu", lambda *args, **kwargs: 0.0)
+    if name == "spider2_lite":
+        _spider2_without_ray(module)
     request_cls = typing.get_type_hints(cls.verify)["body"]
     return server, request_cls
+
+
+def _spider2_without_ray(module) -> None:  # type: ignore[no-untyped-def]
+    """spider2_lite runs each query as a Ray task (a whole Ray cluster per test run);
+    its own `execute_sqlite` on a thread, under the same semaphore and time-out, gives
+    the same rows."""
+    utils = importlib.import_module("resources_servers.spider2_lite.eval_utils")
+
+    async def local(db_path, sql, semaphore, timeout_s=30.0):  # type: ignore[no-untyped-def]
+        async with semaphore:
+            try:
+                job = asyncio.to_thread(utils.execute_sqlite, db_path, sql)
+                return await asyncio.wait_for(job, timeout_s)
+            except TimeoutError:
+                return None
+
+    utils.execute_sqlite_async = local
+    module.execute_sqlite_async = local
 
 
 def _stateful(server) -> bool:  # type: ignore[no-untyped-def]

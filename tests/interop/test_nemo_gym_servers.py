@@ -27,6 +27,7 @@ import pytest
 from judges import keyword_judge, nemo_gym_judge
 
 import nemo_gym as gym
+from interop.spider2_databases import spider2_lite_dir
 from nemo_gym.interop import nemo_gym as ng
 from nemo_gym.interop.nemo_gym.judged import PROTOCOLS
 from nemo_gym.records import Message, Task, ToolCall
@@ -236,7 +237,16 @@ def env_options(server: str) -> dict[str, Any]:
         found["judge"] = nemo_gym_judge(server) if server in PROTOCOLS else keyword_judge()
     if "sandbox" in spec.requires:
         found["provider"] = "process"
+    if server == "spider2_lite":
+        found["db_dir"] = str(spider2_lite_dir() / "sqlite")
     return found
+
+
+def reference_config(server: str) -> dict[str, Any]:
+    """Settings NeMo Gym's server needs here beyond its defaults (where its data is)."""
+    if server == "spider2_lite":
+        return {"spider2_lite_dir": str(spider2_lite_dir())}
+    return {}
 
 
 def _call(name: str, arguments: dict[str, Any]) -> Message:
@@ -456,6 +466,8 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out.update(graded_variants(server, task))
     if server == "math_with_code":
         out.update(math_with_code_variants(task))
+    if server == "spider2_lite":
+        out.update(spider2_lite_variants(task))
     if server == "instruction_following":
         follows, breaks = IF_REPLIES[task.id]
         out["follows"], out["breaks"] = [Message.assistant(follows)], [Message.assistant(breaks)]
@@ -755,6 +767,49 @@ def litmus_variants(task: Task) -> dict[str, list[Message]]:
     # An answer only in the reasoning (a Responses reasoning item): not the reply's.
     replies["reasoning_only"] = [Message.assistant("I cannot tell.", reasoning=form.format(gold))]
     return replies
+
+
+def spider2_lite_variants(task: Task) -> dict[str, list[Message]]:
+    """Forms Spider 2.0-Lite's reader takes or refuses, and replies that try to game the
+    column-vector match (tests/interop/spider2_databases.py gives every gold a result)."""
+    gold = str(task.answer)
+    say = lambda text: [Message.assistant(text)]  # noqa: E731
+    out = {
+        "plain_fence": say(f"The query:\n```\n{gold}\n```"),
+        "unfenced": say(f"Here it is:\n{gold}\nThat is all."),
+        "sqlite_fence": say(f"```sqlite\n{gold}\n```"),
+        "right_then_wrong": say(f"```sql\n{gold}\n```\nOr:\n```sql\nSELECT 1;\n```"),
+        "wrong_then_right": say(f"```sql\nSELECT 1;\n```\nBetter:\n```sql\n{gold}\n```"),
+        "no_sql": say("I cannot answer that from this schema."),
+        "empty_block": say("```sql\n```"),
+        "empty_result": say("```sql\nSELECT 1 WHERE 0;\n```"),
+        "delete": say("```sql\nDELETE FROM sqlite_master;\n```"),
+        "two_statements": say(f"```sql\nSELECT 1; {gold}\n```"),
+        "every_table": say("```sql\nSELECT name, type, sql FROM sqlite_master;\n```"),
+        "echo_question": say(str(task.metadata["nemo_gym"]["row"]["question"])),
+        "wrapped": say(f"```sql\nSELECT * FROM ({gold.rstrip().rstrip(';')}) AS g;\n```"),
+        "extra_column": say(
+            f"```sql\nSELECT *, 42 AS padding FROM ({gold.rstrip().rstrip(';')}) AS g;\n```"
+        ),
+        "doubled": say(
+            f"```sql\nSELECT * FROM ({gold.rstrip().rstrip(';')}) AS g "
+            f"UNION ALL SELECT * FROM ({gold.rstrip().rstrip(';')}) AS h;\n```"
+        ),
+    }
+    if task.id == "spider2_lite-1":
+        # The batting averages: within 0.01 passes, 0.02 off fails; a missing name fails.
+        body = gold.rstrip().rstrip(";")
+        out["near"] = say(f"```sql\nSELECT player_name, batting_avg + 0.005 FROM ({body});\n```")
+        out["far"] = say(f"```sql\nSELECT player_name, batting_avg + 0.02 FROM ({body});\n```")
+        out["names_only"] = say(f"```sql\nSELECT player_name FROM ({body});\n```")
+        out["reversed"] = say(
+            f"```sql\nSELECT player_name, batting_avg FROM ({body}) ORDER BY batting_avg;\n```"
+        )
+        out["as_text"] = say(
+            f"```sql\nSELECT player_name, CAST(batting_avg AS TEXT) FROM ({body});\n```"
+        )
+        out["nulls"] = say(f"```sql\nSELECT player_name, NULL FROM ({body});\n```")
+    return out
 
 
 def math_with_code_variants(task: Task) -> dict[str, list[Message]]:
@@ -1399,17 +1454,21 @@ def run_reference(
     responses is an episode, one `/step` each. A judge-based server's judge is the
     scripted one ours gets (tests/interop/nemo_gym_judge.py). `config`: server settings
     beyond its defaults."""
-    extra = {"config": config} if config else {}
+
+    def extra(server: str) -> dict[str, Any]:
+        settings = {**reference_config(server), **(config or {})}
+        return {"config": settings} if settings else {}
+
     payload = "\n".join(
         json.dumps(
-            {"server": server, "row": row, "steps": response, **extra}
+            {"server": server, "row": row, "steps": response, **extra(server)}
             if isinstance(response, list)
             else {
                 "server": server,
                 "row": row,
                 "response": response,
                 "judge": server in PROTOCOLS,
-                **extra,
+                **extra(server),
             }
         )
         for server, row, response in items

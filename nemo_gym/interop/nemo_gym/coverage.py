@@ -168,13 +168,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "scicode": ("later", _SANDBOX + " (SciCode's test data file)"),
     "sec_local_index": ("unsupported", "not a server: a library other servers import"),
     "speed_bench": ("unsupported", "measures a vLLM server's decoding throughput, not a reply"),
-    "spider2_lite": (
-        "later",
-        "Spider 2.0-Lite's SQLite databases: rows carry only a `db_id`, and NeMo Gym's "
-        "`setup_spider2.py` downloads the databases from Google Drive at start-up (none in "
-        "the wheel), flat `<db_id>.sqlite` files where `text_to_sql`'s `db_dir=` reads "
-        "`<db_id>/<db_id>.sqlite`",
-    ),
     "swe_next": (
         "issue 23",
         _SWE_ROWS + "; SWE-Next's rule: its r2e_tests (hidden from the agent) run, and every "

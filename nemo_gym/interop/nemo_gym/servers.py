@@ -488,6 +488,7 @@ _SERVERS = [
 from nemo_gym.interop.nemo_gym.executed import EXECUTED  # noqa: E402
 from nemo_gym.interop.nemo_gym.extra_servers import EXTRA_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pe2 import PE2_SERVERS  # noqa: E402
+from nemo_gym.interop.nemo_gym.pe3 import PE3_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pj5 import PJ5_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pr4 import PR4_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pw import WORLD_SERVERS  # noqa: E402
@@ -501,6 +502,7 @@ SERVERS: Mapping[str, Server] = {
         *WORLD_SERVERS,
         *PR4_SERVERS,
         *PE2_SERVERS,
+        *PE3_SERVERS,
         *PJ5_SERVERS,
     ]
 }
