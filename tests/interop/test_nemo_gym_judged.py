@@ -95,6 +95,9 @@ def test_the_judge_prompts_are_nemo_gyms_own_files() -> None:
     assert template("inverse_if") == settings_["default_judge_prompt_template"]
     assert template("inverse_if.system") == settings_["default_judge_system_prompt"]
     assert template("deepsearchqa") == (root / "deepsearchqa" / "judge_prompt.txt").read_text()
+    for name in ("alignment", "column_judge"):
+        wheel = (root / "widesearch" / "prompts" / f"{name}.txt").read_text()
+        assert template(f"widesearch.{name}") == wheel, name
     shipped = yaml.safe_load((root / "arena/configs/lmarena_v3.yaml").read_text())
     settings_ = shipped["lmarena_v3"]["resources_servers"]["arena"]
     assert template("arena") == settings_["judge_prompt_template"]
