@@ -154,6 +154,7 @@ def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
         "terminus_judge": 0,  # the gold's own keystrokes pass the similarity check
         "imo_proofbench_judge": 0,  # NeMo Skills' math_equal finds the boxed gold equal
         "rolemrc": 2,  # one per aspect of the row's task
+        "widesearch": 2,  # one per judged column (the keys are gold values: no alignment)
     }.get(server, int(PROTOCOLS[server].judged))
     assert done.rewards.metadata["judge_calls"] == len(calls) == wanted
     for call in calls:
