@@ -119,3 +119,14 @@ def test_rows_nemo_gym_cannot_verify_are_refused_at_load(
     with pytest.raises(ConfigError) as raised:
         ng.load(source, server="widesearch", judge=ScriptedModel([]))
     assert "rows.jsonl:1" in str(raised.value) and repr(field) in str(raised.value)
+
+
+def test_a_missing_table_reader_is_named_at_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "dateparser" else real(name)
+    )
+    with pytest.raises(ConfigError, match=r"\['dateparser'\] missing.*nemo-gym\[widesearch\]"):
+        ng.load(DATA, server="widesearch", judge=ScriptedModel([]))

@@ -303,8 +303,22 @@ def oracle(fields: Mapping[str, Any]) -> str | None:
     return "```markdown\n" + "\n".join(lines) + "\n```"
 
 
+def _installed() -> None:
+    import importlib.util
+
+    from nemo_gym.errors import ConfigError
+
+    missing = [m for m in ("pandas", "dateparser") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(
+            f"widesearch reads tables with pandas and dates with dateparser ({missing} "
+            "missing): pip install 'nemo-gym[widesearch]'"
+        )
+
+
 def check(row: Row) -> None:
     """Rows NeMo Gym fails on at verify time (a KeyError or ValueError there) are refused."""
+    _installed()
     evaluation = row.data.get("evaluation")
     if not isinstance(evaluation, dict):
         raise row.bad("evaluation", "must be an object")
