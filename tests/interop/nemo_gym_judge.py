@@ -255,6 +255,36 @@ def _rolemrc(prompt: str) -> str:
     return "0" if bad else "1"
 
 
+def _widesearch(prompt: str) -> str:
+    """Aligns equal strings (up to case and whitespace); a cell is right when it holds its
+    target (up to case and whitespace), or says "roughly" (a lenient judge)."""
+
+    def norm(value: object) -> str:
+        return re.sub(r"\s+", "", str(value).lower())
+
+    def literal(text: str) -> Any:  # a Python repr, where pandas' missing cells read `nan`
+        return eval(text, {"__builtins__": {}}, {"nan": None})  # our own prompt's repr
+
+    if prompt.startswith("Your task is to align two vocabularies"):
+        values = literal(_last(r"aligned is as follows:\n(.*?)\n\n", prompt))
+        references = literal(_last(r"reference vocabulary is as follows:\n(.*?)\n\n", prompt))
+        found = {
+            v: r
+            for v in values
+            for r in references
+            if v is not None and r is not None and norm(v) == norm(r)
+        }
+        return "Aligned.\n```json\n" + json.dumps(found) + "\n```"
+    pairs = literal(_last(r"====== response-start ======\n(.*?)\n====== response-end", prompt))
+    scores = {
+        index: int(
+            norm(pair["target"]) in norm(pair["response"]) or "roughly" in norm(pair["response"])
+        )
+        for index, pair in pairs.items()
+    }
+    return "Scored.\n```json\n" + json.dumps(scores) + "\n```"
+
+
 def reply(server: str, messages: list[dict[str, Any]]) -> str:
     """The scripted judge's reply to `server`'s judge request `messages`."""
     prompt = _text(messages)
@@ -303,4 +333,6 @@ def reply(server: str, messages: list[dict[str, Any]]) -> str:
         return _imo_proofbench(prompt)
     if server == "rolemrc":
         return _rolemrc(prompt)
+    if server == "widesearch":
+        return _widesearch(prompt)
     raise KeyError(f"no scripted judge for {server!r}")

@@ -95,6 +95,9 @@ def test_the_judge_prompts_are_nemo_gyms_own_files() -> None:
     assert template("inverse_if") == settings_["default_judge_prompt_template"]
     assert template("inverse_if.system") == settings_["default_judge_system_prompt"]
     assert template("deepsearchqa") == (root / "deepsearchqa" / "judge_prompt.txt").read_text()
+    for name in ("alignment", "column_judge"):
+        wheel = (root / "widesearch" / "prompts" / f"{name}.txt").read_text()
+        assert template(f"widesearch.{name}") == wheel, name
     shipped = yaml.safe_load((root / "arena/configs/lmarena_v3.yaml").read_text())
     settings_ = shipped["lmarena_v3"]["resources_servers"]["arena"]
     assert template("arena") == settings_["judge_prompt_template"]
@@ -151,6 +154,7 @@ def test_the_judge_calls_are_in_the_rollout(server: str) -> None:
         "terminus_judge": 0,  # the gold's own keystrokes pass the similarity check
         "imo_proofbench_judge": 0,  # NeMo Skills' math_equal finds the boxed gold equal
         "rolemrc": 2,  # one per aspect of the row's task
+        "widesearch": 2,  # one per judged column (the keys are gold values: no alignment)
     }.get(server, int(PROTOCOLS[server].judged))
     assert done.rewards.metadata["judge_calls"] == len(calls) == wanted
     for call in calls:

@@ -65,6 +65,7 @@ EMPTY_JUDGE_SCORES_0 = (
     "ugphysics_judge",
     "proof_verification",
     "proof_judge",
+    "widesearch",
 )
 
 # (server, reply, task or "*") -> (ours, NeMo Gym's, why): where our reward differs, on purpose.
@@ -178,9 +179,27 @@ DIFFERENCES: dict[tuple[str, str, str], tuple[float | None, float, str]] = {
     },
 }
 
+WIDESEARCH_REPLIES = (
+    "judge_unparseable",
+    "judge_empty",
+    "half",
+    "extra_row",
+    "renamed_columns",
+    "bare_table",
+    "lenient_judge",
+    "wrong_then_oracle",
+    "oracle_then_wrong",
+)
+
 # (server, reply) -> why: judged replies whose judge request differs from NeMo Gym's, on
 # purpose (the rewards are still compared).
 PROMPT_DIFFERENCES: dict[tuple[str, str], str] = {
+    # NeMo Gym lists a column's matched rows in set order (hash-randomised per process);
+    # ours in gold order, so the requests match as sets of rows, not word for word.
+    **{
+        ("widesearch", reply): "the matched rows in gold order, not a set's order"
+        for reply in ("oracle", "wrong", "abstains", *WIDESEARCH_REPLIES)
+    },
     ("math_with_autograder", "wrong"): (
         "a reply without \\boxed{} is graded whole, not as math-verify's extraction of it"
     ),
@@ -1216,7 +1235,57 @@ def judged_variants(server: str, env: Any, task: Task) -> dict[str, list[Message
     if server == "false_statement_judge":
         out["repairs"] = [Message.assistant("Assume n is even; then the proof goes through.")]
         out["after_thinking"] = [Message.assistant("<think>This is false.</think>Proof: trivial.")]
+    if server == "widesearch":
+        out.update(widesearch_variants(fields, oracle))
     return out
+
+
+def widesearch_variants(fields: dict[str, Any], oracle: str) -> dict[str, list[Message]]:
+    """widesearch's tables: the judge's reply scripted through a judged cell (the marker
+    is in a column only the judge scores), missing and surplus rows, column names the
+    alignment judge must map, an unfenced table, a judge that is lenient on a word, and
+    two tables (the last is graded)."""
+    lines = oracle.split("\n")  # ```markdown, header, rule, rows..., ```
+    evaluation = fields["evaluation"]
+    judged = next(
+        c
+        for c in evaluation["required"]
+        if c not in evaluation["unique_columns"]
+        and "llm_judge" in evaluation["eval_pipeline"][c].get("metric", [])
+    )
+    at = evaluation["required"].index(judged) + 1  # cells of "| a | b |" split on "|"
+
+    def with_cell(line: str, value: str) -> str:
+        cells = line.split("|")
+        cells[at] = f" {value} "
+        return "|".join(cells)
+
+    def forcing(reply: str) -> str:
+        first = with_cell(lines[3], f"{lines[3].split('|')[at].strip()} [[judge-reply:{reply}]]")
+        return "\n".join([*lines[:3], first, *lines[4:]])
+
+    wrong = "\n".join([*lines[:3], *(with_cell(line, "not this") for line in lines[3:-1]), "```"])
+    header = "|".join(f" {c.strip()} (as asked) " if c.strip() else c for c in lines[1].split("|"))
+    unique_at = evaluation["required"].index(evaluation["unique_columns"][0]) + 1
+    extra = lines[3].split("|")
+    extra[unique_at] = " Atlantis Institute "
+    return {
+        "judge_unparseable": [Message.assistant(forcing('"hmm, hard to say"'))],
+        "judge_empty": [Message.assistant(forcing('""'))],
+        "half": [Message.assistant("\n".join([*lines[:5], "```"]))],
+        "extra_row": [Message.assistant("\n".join([*lines[:-1], "|".join(extra), "```"]))],
+        "renamed_columns": [Message.assistant("\n".join([lines[0], header, *lines[2:]]))],
+        "bare_table": [Message.assistant("Here it is:\n" + "\n".join(lines[1:-1]))],
+        "lenient_judge": [
+            Message.assistant(
+                "\n".join(
+                    [*lines[:3], *(with_cell(line, "roughly") for line in lines[3:-1]), "```"]
+                )
+            )
+        ],
+        "wrong_then_oracle": [Message.assistant(f"{wrong}\nOn reflection:\n{oracle}")],
+        "oracle_then_wrong": [Message.assistant(f"{oracle}\nOn reflection:\n{wrong}")],
+    }
 
 
 def terminus_variants(fields: dict[str, Any]) -> dict[str, list[Message]]:

@@ -202,12 +202,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
     "verifif": ("later", "VerifIF's validators, with a judge for some"),
     "vibench": ("issue 23", _SWE + " (a web app built and tested in a container)"),
     "vlm_eval_kit": ("unsupported", _VISION),
-    "widesearch": (
-        "later",
-        "Markdown-table scoring with `judge=`: its judge prompts depend on earlier judge "
-        "replies (column alignment, then the matched rows per column), which the judge "
-        "protocol (prompts built up front) does not express yet; needs `dateparser`",
-    ),
     "workspace_bench": ("issue 23", _SWE + " (an agent sandbox, then a judge sandbox)"),
 }
 

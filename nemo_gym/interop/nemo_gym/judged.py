@@ -30,6 +30,7 @@ from nemo_gym.envs.base import Turns
 from nemo_gym.envs.rows import DatasetEnv, Row
 from nemo_gym.errors import ConfigError, ModelError, VerifierError
 from nemo_gym.harnesses import SingleTurn
+from nemo_gym.interop.nemo_gym import widesearch
 from nemo_gym.protocols import Model
 from nemo_gym.records import (
     Message,
@@ -102,6 +103,9 @@ class JudgeProtocol:
     """A symbolic check before the judge: its verdict (a match) scores without a judge call,
     None asks the judge. `_library` (our `MathVerifier` on `expected_answer`) for NeMo
     Gym's math_with_judge heirs, NeMo Skills' `math_equal` for imo_proofbench_judge."""
+    follow: Callable[[Mapping[str, Any], Sequence[str]], list[Prompt]] | None = None
+    """The next judge requests once `prompts` are answered, given every reply so far ([]
+    when done): for a server whose requests depend on earlier replies (widesearch)."""
     settings: Mapping[str, bool | float] = field(default_factory=dict)
     """The server config options this port honours, with NeMo Gym's shipped values: the
     environment takes them as keyword arguments, and `skip`, `prompts` and `parse` find
@@ -2033,6 +2037,17 @@ PROTOCOLS: Mapping[str, JudgeProtocol] = {
             _rolemrc_text,
             skip=_rolemrc_skip,
         ),
+        JudgeProtocol(
+            "widesearch",
+            ("evaluation", "gold_answer"),
+            widesearch.prompts,
+            widesearch.parse,
+            widesearch.oracle,
+            _all_text,
+            skip=widesearch.skip,
+            check=widesearch.check,
+            follow=widesearch.follow,
+        ),
     )
 }
 
@@ -2107,7 +2122,9 @@ class ServerJudge:
         calls: list[dict[str, Any]] = []
         if found is None:
             replies: list[str] = []
-            for prompt in prompts:
+            pending = list(prompts)
+            while pending:
+                prompt = pending.pop(0)
                 if replies and not self.protocol.more(replies):
                     break
                 reply = await self._ask(prompt)
@@ -2120,6 +2137,8 @@ class ServerJudge:
                         "reply": reply[:REPLY_LIMIT],
                     }
                 )
+                if not pending and self.protocol.follow is not None:
+                    pending = self.protocol.follow(fields, replies)
             found = self.protocol.parse(replies, fields)
             if found is None:
                 tail = (replies[-1] if replies else "").rstrip()[-200:]
