@@ -324,7 +324,10 @@ def test_unknown_server_is_a_clear_error() -> None:
 def test_verdict_parsers_never_raise_and_stay_in_range(replies: list[str], server: str) -> None:
     """Any judge replies (two, for the servers that ask twice): a verdict in [0, 1] or
     None (a judge failure), never an exception."""
-    fields = {"aa_lcr_judge_protocol": "legacy_v1_0", "answer": "x", "question": "q"}
+    from nemo_gym.interop.nemo_gym.judged import TEXT
+
+    # What a parser is given: the row's fields and the judged text (under TEXT).
+    fields = {"aa_lcr_judge_protocol": "legacy_v1_0", "answer": "x", "question": "q", TEXT: "x"}
     found = PROTOCOLS[server].parse(replies, fields)
     assert found is None or 0.0 <= found.reward <= 1.0
 
