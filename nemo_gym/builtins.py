@@ -43,6 +43,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "follow_ups": "nemo_gym.envs.knowledge.follow_ups:FollowUps",
         "genrm": "nemo_gym.envs.knowledge.genrm:GenRM",
         "reaction_mechanism": "nemo_gym.envs.knowledge.reaction_mechanism:ReactionMechanism",
+        "gene_ranking": "nemo_gym.envs.knowledge.gene_ranking:GeneRanking",
         "litmus": "nemo_gym.envs.knowledge.litmus:Litmus",
         "weather_report": "nemo_gym.envs.tools.weather_report:WeatherReport",
         "citations": "nemo_gym.envs.instructions.citations:Citations",

@@ -451,6 +451,8 @@ def variants(server: str, env: Any, task: Task) -> dict[str, list[Message]]:
         out.update(terminal_variants(env, task))
     if server == "fukuyamabench":
         out.update(mechanism_variants(task))
+    if server == "assaybench":
+        out.update(assay_variants(task))
     if server == "math_advanced_calculations":
         gold = md["ground_truth"]
         echo = env.oracle(task)[0].tool_calls
@@ -716,6 +718,61 @@ def mechanism_variants(task: Task) -> dict[str, list[Message]]:
         "bad_species": [Message.assistant(fenced(steps(lambda p: ".".join([*p, "C1CC("]))))],
         "null_member": [Message.assistant(fenced(steps(lambda p: [*p, None])))],
         "prose": [Message.assistant("The hydroxide attacks, then the product forms.")],
+    }
+
+
+def assay_variants(task: Task) -> dict[str, list[Message]]:
+    """Other ways to write the ranked genes, and replies that try to game the parser."""
+    md = task.metadata
+    ranked = [
+        g
+        for s, g in sorted(
+            zip(md["relevance_scores"], md["relevance_genes"], strict=True), key=lambda p: -p[0]
+        )
+        if s > 0
+    ]
+    misses = [
+        g for g, s in zip(md["relevance_genes"], md["relevance_scores"], strict=True) if s <= 0
+    ]
+
+    def dspy(answer: str, reasoning: str = "Known biology.") -> list[Message]:
+        return [
+            Message.assistant(
+                f"[[ ## reasoning ## ]]\n{reasoning}\n\n[[ ## answer ## ]]\n{answer}\n\n"
+                "[[ ## completed ## ]]"
+            )
+        ]
+
+    return {
+        # No DSPy headers: the raw scan finds the longest comma-separated line.
+        "raw_line": [Message.assistant("My ranking:\n" + ", ".join(ranked) + "\nDone.")],
+        "numbered": [Message.assistant("\n".join(f"{i + 1}. {g}" for i, g in enumerate(ranked)))],
+        "reversed": dspy(", ".join(reversed(ranked))),
+        "lowercase": dspy(", ".join(g.lower() for g in ranked)),
+        # The top hit over and over counts once.
+        "repeated_top": dspy(", ".join([ranked[0]] * 100)),
+        # Every screened gene, hits last: only the first 100 count, condensed.
+        "misses_then_hits": dspy(", ".join(misses + ranked)),
+        # Invented symbols before the hits: unscored (NeMo Gym's config leaves the package's
+        # no_hgnc_penalty at None), so they cost nothing but the room they take in the top 100.
+        "invented_first": dspy(", ".join([f"ZZQ{i}X" for i in range(10)] + ranked)),
+        # The right list inside a closed think block, a wrong one as the answer.
+        "think_forged": [
+            Message.assistant(
+                f"<think>[[ ## answer ## ]]\n{', '.join(ranked)}</think>"
+                + dspy(", ".join(misses))[0].content
+            )
+        ],
+        # A second answer section: DSPy keeps the first.
+        "second_answer": [
+            Message.assistant(
+                f"[[ ## reasoning ## ]]\nx\n[[ ## answer ## ]]\n{', '.join(misses)}\n"
+                f"[[ ## answer ## ]]\n{', '.join(ranked)}\n[[ ## completed ## ]]"
+            )
+        ],
+        # An answer without the reasoning section is not DSPy's format: scanned raw.
+        "answer_only": [Message.assistant(f"[[ ## answer ## ]]\n{', '.join(ranked)}")],
+        "refusal": [Message.assistant("I cannot predict screen hits without the data.")],
     }
 
 
@@ -1587,6 +1644,8 @@ UNINSTALLABLE = {
     "(NeMo Gym installs it from GitHub)",
     # In tests/interop/nemo_gym_reference.txt: only a reference venv built before it lacks it.
     "rdkit": "rdkit is missing from this reference venv (bash "
+    "scripts/test-nemo-gym-reference.sh rebuilds it with tests/interop/nemo_gym_reference.txt)",
+    "assaybench": "assaybench is missing from this reference venv (bash "
     "scripts/test-nemo-gym-reference.sh rebuilds it with tests/interop/nemo_gym_reference.txt)",
 }
 

@@ -53,12 +53,6 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "audio model input: the clip is the prompt (`responses_create_params.metadata."
         "audio_data`), and our model adapters send text; only its WER scoring is text",
     ),
-    "assaybench": (
-        "later",
-        "the authors' `assaybench==0.2.0` package (its RankingMetrics and HGNC gene mapper, "
-        "which NeMo Gym imports rather than ports): a new dependency to add, then the reply's "
-        "gene list scored by it",
-    ),
     "aviary": ("later", "Aviary's environments, each a stateful tool world to port"),
     "bbq": ("later", _JUDGE),
     "bigcodebench": (
@@ -95,7 +89,15 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "this)",
     ),
     "denovo_swe": ("issue 23", _SWE),
-    "ether0": ("later", "molecule answers scored with ether0's RDKit rewards"),
+    "ether0": (
+        "later",
+        "ether0's rewards (github.com/Future-House/ether0; not on PyPI): its open-ended "
+        "checks (formula, functional groups, valid molecule) pass a molecule only if its ring "
+        "systems and Morgan bits are in the repo's `rings.bloom` and `fingerprints.bloom` "
+        "(molbloom filters built from its training data, absent from every source we can "
+        "reach), and `sol_eval`/`rxn_forward` call FutureHouse's remote oracles; the "
+        "string, IUPAC and product-match rewards alone would port",
+    ),
     "evalplus": (
         "later",
         _SANDBOX + " (rows carry only a `task_id`: the tests are EvalPlus's HumanEval+ / "
@@ -141,7 +143,13 @@ _OTHERS: dict[str, tuple[Status, str]] = {
         "segmenter, both also downloaded models; no rule to port",
     ),
     "math_formal_lean": ("later", _SANDBOX + " (a Lean 4 and Mathlib image)"),
-    "moldetox": ("later", "molecule edits scored with RDKit fingerprints"),
+    "moldetox": (
+        "later",
+        "molecule edits scored with RDKit fingerprints (rdkit==2025.9.6, in the `chemistry` "
+        "extra); only its `safe` scoring mode needs safe-mol==0.2.1 (to decode SAFE strings), "
+        "whose install pulls ~60 packages and downgrades python-dateutil: the `smiles` and "
+        "`fragments_task1/2` modes would run without it",
+    ),
     "nemo_user_sim": (
         "later",
         "runs NVIDIA's UserSim library (nemo-usersim), which NeMo Gym installs from "

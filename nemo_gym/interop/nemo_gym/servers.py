@@ -490,6 +490,7 @@ from nemo_gym.interop.nemo_gym.extra_servers import EXTRA_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pe2 import PE2_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pe3 import PE3_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pj5 import PJ5_SERVERS  # noqa: E402
+from nemo_gym.interop.nemo_gym.pm import SCIENCE_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pr4 import PR4_SERVERS  # noqa: E402
 from nemo_gym.interop.nemo_gym.pw import WORLD_SERVERS  # noqa: E402
 
@@ -504,6 +505,7 @@ SERVERS: Mapping[str, Server] = {
         *PE2_SERVERS,
         *PE3_SERVERS,
         *PJ5_SERVERS,
+        *SCIENCE_SERVERS,
     ]
 }
 """Every supported NeMo Gym server by name; `.env` is the built-in environment it runs."""
@@ -511,6 +513,12 @@ SERVERS: Mapping[str, Server] = {
 
 def rows_of(source: str | Path | Sequence[Mapping[str, Any]]) -> list[Row]:
     """Rows from a JSONL file as NeMo Gym writes them, or from dicts already read."""
+    if isinstance(source, str | Path) and Path(source).expanduser().is_file():
+        from nemo_gym.dataset import source_rows
+
+        # Every row: NeMo Gym's loader has no split filter, and some servers' rows carry a
+        # `split` field of their own (assaybench's screens: "example", "test", ...).
+        return [Row(data, where, i) for i, (where, data) in enumerate(source_rows(source))]
     if isinstance(source, str | Path):
         return list(read_rows(source))
     return [Row(dict(r), f"row {i}", i) for i, r in enumerate(source)]
