@@ -49,8 +49,12 @@ __all__ = ["MathWithCode", "answers_match", "last_boxed", "verify_boxed_with_cod
 # NeMo Gym's `max_execution_time` (configs/math_with_code.yaml): the alarm on each call.
 CALL_TIMEOUT_S = 10
 _SLACK_S = 5.0
-# numpy, scipy and pandas together map more address space than the sandbox default.
-_LIMITS = ResourceLimits(cpu_seconds=None, memory_bytes=4 << 30, processes=64)
+# numpy, scipy and pandas together map more address space than the sandbox default. The
+# CPU limit is a backstop above the wall-clock budget of a call with its replays (the
+# sandbox default, 10 s, ended a 10 s busy loop by SIGXCPU before its own deadline on an
+# idle machine); a process it kills reads as timed out all the same.
+_LIMITS = ResourceLimits(cpu_seconds=120.0, memory_bytes=4 << 30, processes=64)
+_CPU_KILLED = (-24, 128 + 24)  # SIGXCPU, as a signal or as a shell's exit status
 _THREADS = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
 TOOL = ToolSpec(
@@ -232,7 +236,8 @@ class PythonSession:
         if done.timed_out or found < 0:
             # The process died or hung past every alarm: its state is gone, so the call
             # is not replayed (NeMo Gym's session worker is likewise lost).
-            why = "code timed-out" if done.timed_out else f"exit code {done.exit_code}"
+            out_of_time = done.timed_out or done.exit_code in _CPU_KILLED
+            why = "code timed-out" if out_of_time else f"exit code {done.exit_code}"
             return _reply(False, error=f"the Python process ended without a result ({why})")
         line = done.stdout[found + len(mark) + 1 :].split("\n", 1)[0]
         try:
