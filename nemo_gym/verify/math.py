@@ -59,6 +59,7 @@ __all__ = [
     "MathVerifier",
     "exact_number",
     "fast_compare",
+    "math_pool",
     "verify_math",
 ]
 
@@ -291,7 +292,7 @@ async def _call_worker(
     imaginary: bool = False,
 ) -> tuple[str, bool, str | None]:
     if pool is None:
-        pool = _math_pool()
+        pool = math_pool()
     try:
         return await pool.call(_WORKER_CHECK, gold, prediction, wrap, imaginary, timeout=timeout)
     except WorkerError as exc:
@@ -300,7 +301,7 @@ async def _call_worker(
         raise
 
 
-def _math_pool() -> WorkerPool:
+def math_pool() -> WorkerPool:
     """The shared math pool: like `shared_pool()`, but its workers preload math-verify
     (a 1.5 s import) so that neither the first call nor a replacement pays for it."""
     global _math_pool_instance

@@ -39,7 +39,7 @@ from nemo_gym.harnesses import ToolLoop
 from nemo_gym.limits import loads_json
 from nemo_gym.records import Message, Rewards, Task, ToolCall, Trajectory
 
-__all__ = ["NextAction", "NextActionMatch", "expected_action"]
+__all__ = ["NextAction", "NextActionMatch", "expected_action", "reply_calls"]
 
 ParallelMode = Literal["binary_strict", "fractional", "f1"]
 _MODES = ("binary_strict", "fractional", "f1")
@@ -70,7 +70,7 @@ def _expected(task: Task) -> tuple[str, list[_Call]]:
     )
 
 
-def _reply(task: Task, trajectory: Trajectory) -> tuple[list[_Call], str | None]:
+def reply_calls(task: Task, trajectory: Trajectory) -> tuple[list[_Call], str | None]:
     """The model's calls and its first non-empty text, over the turns it generated."""
     turns = [mc.response.message for mc in trajectory.model_calls if mc.response is not None]
     if not turns:
@@ -174,7 +174,7 @@ class NextActionMatch:
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
         """Score the reply's action against the task's `expected_action`."""
         kind, expected = _expected(task)
-        calls, text = _reply(task, trajectory)
+        calls, text = reply_calls(task, trajectory)
         made: Any = [{"name": c.name, "arguments": c.arguments} for c in calls] or text
         if kind == "message":
             reward = float(not calls and text is not None)

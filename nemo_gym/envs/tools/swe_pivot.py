@@ -368,14 +368,14 @@ class SwePivotMatch:
         self.reward_mode: RewardMode = reward_mode
 
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
-        from nemo_gym.envs.tools.next_action import _reply
+        from nemo_gym.envs.tools.next_action import reply_calls
 
         expected = task.metadata.get("expected_action")
         if not isinstance(expected, Mapping) or expected.get("type") != "function_call":
             raise VerifierError(
                 f"task {task.id}: swe_pivot needs a function_call expected_action", code="bad_task"
             )
-        calls, text = _reply(task, trajectory)
+        calls, text = reply_calls(task, trajectory)
         call = {"name": calls[0].name, "arguments": calls[0].arguments} if calls else None
         found = pivot_score(expected, call, self.reward_mode)
         return Rewards(

@@ -65,7 +65,7 @@ class TerminalActionMatch:
     async def verify(self, task: Task, trajectory: Trajectory) -> Rewards:
         from pydantic import TypeAdapter
 
-        from nemo_gym.envs.tools.terminal_actions.response_utils import _build_action
+        from nemo_gym.envs.tools.terminal_actions.response_utils import build_action
         from nemo_gym.envs.tools.terminal_actions.verification_utils import (
             ActionComparator,
             ExpectedAction,
@@ -82,7 +82,7 @@ class TerminalActionMatch:
             for c in m.tool_calls
         ]
         texts = [m.content for m in turns if m.content is not None]
-        action = _build_action(calls, "".join(texts) if texts else None)
+        action = build_action(calls, "".join(texts) if texts else None)
         if action is None:
             category, score, matched = StepRewardCategory.NO_ACTION_FOUND, None, False
         else:

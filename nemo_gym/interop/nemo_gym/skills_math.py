@@ -81,11 +81,11 @@ def math_equal(gt_answer: str | None, predicted_answer: str | None) -> bool:
 
 async def symbolically_equal(gt_answer: str, predicted_answer: str) -> bool:
     """`math_equal` in a math-pool worker; past its deadline, not equal."""
-    from nemo_gym.verify.math import _math_pool
+    from nemo_gym.verify.math import math_pool
     from nemo_gym.verify.pool import WorkerError, WorkerTimeout
 
     try:
-        found = await _math_pool().call(
+        found = await math_pool().call(
             "nemo_gym.interop.nemo_gym.skills_math:math_equal",
             gt_answer,
             predicted_answer,

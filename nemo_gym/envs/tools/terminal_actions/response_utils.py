@@ -22,7 +22,7 @@ from nemo_gym.envs.tools.terminal_actions.verification_utils import (
 )
 
 
-def _build_action(
+def build_action(
     tool_calls: list[FunctionCallAction], assistant_text: str | None
 ) -> ExpectedAction | None:
     if tool_calls:
@@ -99,4 +99,4 @@ def extract_action_from_responses_api_response(
                 assistant_text_parts.append(assistant_text)
 
     assistant_text = "".join(assistant_text_parts) if assistant_text_parts else None
-    return _build_action(tool_calls, assistant_text)
+    return build_action(tool_calls, assistant_text)
