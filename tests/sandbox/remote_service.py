@@ -248,6 +248,10 @@ class Attacher:
         command = ["python3", "-c", _ATTACH, str(self.port), token, *argv]
         task = asyncio.ensure_future(box.exec(command, timeout=timeout, env=env, cwd=cwd))
         done, _ = await asyncio.wait({waiter, task}, timeout=30, return_when="FIRST_COMPLETED")
+        if waiter not in done and task in done:
+            # A quick command can end before the agent has read its token: the connection
+            # (and the command's output) is there, only not yet claimed.
+            done |= (await asyncio.wait({waiter}, timeout=5))[0]
         if waiter not in done:
             task.cancel()
             self._waiting.pop(token, None)
