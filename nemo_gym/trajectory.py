@@ -70,14 +70,21 @@ def replace(record: _R, **changes: Any) -> _R:
     For hot paths only (the runner swaps a request's sampling every model call), with
     values already of the right type.
     """
-    clone = record.__class__.__new__(record.__class__)
-    object.__setattr__(clone, "__dict__", {**record.__dict__, **changes})
-    object.__setattr__(
-        clone, "__pydantic_fields_set__", record.__pydantic_fields_set__ | changes.keys()
+    return _unvalidated(
+        record.__class__,
+        {**record.__dict__, **changes},
+        record.__pydantic_fields_set__ | changes.keys(),
     )
-    object.__setattr__(clone, "__pydantic_extra__", None)
-    object.__setattr__(clone, "__pydantic_private__", None)
-    return clone
+
+
+def _unvalidated(cls: type[_R], data: dict[str, Any], fields_set: set[str]) -> _R:
+    """A record of `cls` holding `data` as it is (what `replace` and `trusted` build)."""
+    record = cls.__new__(cls)
+    object.__setattr__(record, "__dict__", data)
+    object.__setattr__(record, "__pydantic_fields_set__", fields_set)
+    object.__setattr__(record, "__pydantic_extra__", None)
+    object.__setattr__(record, "__pydantic_private__", None)
+    return record
 
 
 _Defaults = tuple[
@@ -127,12 +134,7 @@ def trusted(cls: type[_R], **values: Any) -> _R:
     for name, factory in factories:
         if name not in values:
             data[name] = factory()
-    record = cls.__new__(cls)
-    object.__setattr__(record, "__dict__", data)
-    object.__setattr__(record, "__pydantic_fields_set__", set(values))
-    object.__setattr__(record, "__pydantic_extra__", None)
-    object.__setattr__(record, "__pydantic_private__", None)
-    return record
+    return _unvalidated(cls, data, set(values))
 
 
 class ToolCall(Value):
